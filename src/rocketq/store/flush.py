@@ -1,0 +1,169 @@
+"""Getting CommitLog bytes to disk: group commit, periodic flush, and the transient-buffer commit.
+
+Three services, one per RocketMQ mode:
+
+* :class:`GroupCommitService` (``SYNC_FLUSH``): producers wait until the flushed offset passes the
+  end of their record.  While one fdatasync runs, later producers queue up behind it and the next
+  fdatasync covers all of them: one sync serves many.  A producer that waits longer than
+  ``syncFlushTimeout`` is told ``FLUSH_DISK_TIMEOUT`` (its record stays in the log).
+* :class:`PeriodicFlushService` (``ASYNC_FLUSH``): every ``flushIntervalCommitLog`` ms, flush when at
+  least ``flushCommitLogLeastPages`` pages are dirty, and unconditionally every
+  ``flushCommitLogThoroughInterval`` ms.
+* :class:`CommitService` (transient store pool): copy what producers wrote into the anonymous
+  buffer over to the file mapping every ``commitIntervalCommitLog`` ms (at least
+  ``commitCommitLogLeastPages`` pages, or everything at a thorough interval), then wake the flusher.
+
+Each runs on its own daemon thread; fdatasync releases the GIL.  ``on_flushed(offset)`` lets the
+store record progress in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from rocketq.store.mapped_file import OS_PAGE_SIZE
+
+log = logging.getLogger(__name__)
+
+
+class _Service:
+    name = "service"
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._loop, name=f"rocketq-{self.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        try:
+            while not self._stopped:
+                self._run_once()
+            self._final()
+        except Exception:   # a dead flusher must be loud: producers would otherwise hang
+            log.exception("%s thread died", self.name)
+            self._failed()
+
+    def _run_once(self) -> None:
+        raise NotImplementedError
+
+    def _final(self) -> None:
+        pass
+
+    def _failed(self) -> None:
+        pass
+
+
+class GroupCommitService(_Service):
+    name = "group-commit"
+
+    def __init__(self, flush: Callable[[], int], timeout_ms: int):
+        super().__init__()
+        self._flush = flush
+        self._timeout_s = timeout_ms / 1000
+        self._requested = 0
+        self.flushed = 0
+        self.broken = False
+
+    def wait_flushed(self, offset: int) -> bool:
+        """Block until bytes before *offset* are on disk; False on timeout."""
+        with self._cond:
+            if self.flushed >= offset:
+                return True
+            if offset > self._requested:
+                self._requested = offset
+                self._cond.notify_all()
+            return self._cond.wait_for(lambda: self.flushed >= offset or self.broken, self._timeout_s) \
+                and not self.broken
+
+    def _run_once(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._requested > self.flushed or self._stopped, 10.0)
+        flushed = self._flush()
+        with self._cond:
+            if flushed > self.flushed:
+                self.flushed = flushed
+            self._cond.notify_all()
+
+    def _final(self) -> None:
+        self.flushed = max(self.flushed, self._flush())
+
+    def _failed(self) -> None:
+        with self._cond:
+            self.broken = True
+            self._cond.notify_all()
+
+
+class PeriodicFlushService(_Service):
+    name = "flush"
+
+    def __init__(self, flush: Callable[[], int], dirty_bytes: Callable[[], int], *,
+                 interval_ms: int, least_pages: int, thorough_interval_ms: int):
+        super().__init__()
+        self._flush = flush
+        self._dirty_bytes = dirty_bytes
+        self._interval_s = interval_ms / 1000
+        self._least_bytes = least_pages * OS_PAGE_SIZE
+        self._thorough_s = thorough_interval_ms / 1000
+        self._last_thorough = time.monotonic()
+
+    def _run_once(self) -> None:
+        with self._cond:
+            self._cond.wait(self._interval_s)
+        now = time.monotonic()
+        thorough = now - self._last_thorough >= self._thorough_s
+        if thorough:
+            self._last_thorough = now
+        dirty = self._dirty_bytes()
+        if dirty > 0 and (thorough or dirty >= self._least_bytes):
+            self._flush()
+
+    def _final(self) -> None:
+        self._flush()
+
+
+class CommitService(_Service):
+    name = "commit"
+
+    def __init__(self, commit: Callable[[], bool], uncommitted_bytes: Callable[[], int],
+                 after_commit: Callable[[], None], *, interval_ms: int, least_pages: int,
+                 thorough_interval_ms: int):
+        super().__init__()
+        self._commit = commit
+        self._uncommitted = uncommitted_bytes
+        self._after = after_commit
+        self._interval_s = interval_ms / 1000
+        self._least_bytes = least_pages * OS_PAGE_SIZE
+        self._thorough_s = thorough_interval_ms / 1000
+        self._last_thorough = time.monotonic()
+
+    def _run_once(self) -> None:
+        with self._cond:
+            self._cond.wait(self._interval_s)
+        now = time.monotonic()
+        pending = self._uncommitted()
+        thorough = now - self._last_thorough >= self._thorough_s
+        if pending > 0 and (thorough or pending >= self._least_bytes):
+            self._last_thorough = now
+            if self._commit():
+                self._after()
+
+    def _final(self) -> None:
+        self._commit()
+        self._after()

@@ -1,0 +1,191 @@
+"""One fixed-size, memory-mapped segment file (RocketMQ ``MappedFile``).
+
+A segment is named by the 20-digit zero-padded offset of its first byte and has three
+positions, all relative to the start of the file, with ``flushed <= committed <= wrote``:
+
+* ``wrote``     - bytes appended so far (into the mapping, or into the transient buffer);
+* ``committed`` - bytes copied from the transient buffer into the mapping (== wrote without one);
+* ``flushed``   - bytes known to be on disk (fdatasync returned).
+
+Space is reserved with ``posix_fallocate`` before the file is mapped.  That matters: writing
+through a mapping into a sparse file on a full disk kills the process with SIGBUS, while a
+failed fallocate is an ordinary, reportable ``OSError``.
+
+Only one thread appends (the CommitLog holds its put lock); flushing and committing run on
+background threads.  Positions are plain ints: CPython assigns them atomically.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+
+OS_PAGE_SIZE = 4096
+FILE_NAME_DIGITS = 20
+
+
+def file_name(offset: int) -> str:
+    return f"{offset:0{FILE_NAME_DIGITS}d}"
+
+
+def parse_file_name(path: Path) -> int | None:
+    name = path.name
+    if len(name) == FILE_NAME_DIGITS and name.isdigit():
+        return int(name)
+    return None
+
+
+def reserve_space(fd: int, size: int) -> None:
+    """Default space reservation; tests inject a failing one to simulate a full disk."""
+    os.posix_fallocate(fd, 0, size)
+
+
+class MappedFile:
+    def __init__(self, path: Path, file_size: int, *, create: bool = True,
+                 reserve=reserve_space, transient_pool=None):
+        self.path = Path(path)
+        self.file_size = file_size
+        offset = parse_file_name(self.path)
+        if offset is None:
+            raise ValueError(f"{self.path}: segment files are named by a 20-digit offset")
+        self.file_from_offset = offset
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self._fd = os.open(self.path, flags, 0o644)
+        try:
+            actual = os.fstat(self._fd).st_size
+            if actual != file_size:
+                if not create or actual not in (0, file_size):
+                    raise ValueError(f"{self.path}: size {actual} bytes, expected {file_size}")
+                reserve(self._fd, file_size)
+                if os.fstat(self._fd).st_size < file_size:
+                    os.ftruncate(self._fd, file_size)
+            self._mm = mmap.mmap(self._fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._pool = transient_pool
+        self.write_buffer: bytearray | None = transient_pool.borrow() if transient_pool else None
+        self.wrote = 0
+        self.committed = 0
+        self.flushed = 0
+        self.store_timestamp = 0      # store time of the last record appended, for expiry
+        self.closed = False
+
+    # -- writing -----------------------------------------------------------------------------
+
+    @property
+    def remaining(self) -> int:
+        return self.file_size - self.wrote
+
+    def is_full(self) -> bool:
+        return self.wrote >= self.file_size
+
+    def append(self, data) -> int:
+        """Copy *data* at the write position; returns the position it was written at."""
+        pos = self.wrote
+        end = pos + len(data)
+        if end > self.file_size:
+            raise ValueError(f"{self.path.name}: append of {len(data)} bytes at {pos} passes the end")
+        if self.write_buffer is not None:
+            self.write_buffer[pos:end] = data
+        else:
+            self._mm[pos:end] = data
+            self.committed = end
+        self.wrote = end
+        return pos
+
+    def write_at(self, pos: int, data) -> None:
+        """Overwrite bytes below the write position (consume-queue blanks, index headers)."""
+        self._mm[pos:pos + len(data)] = data
+
+    def commit(self) -> int:
+        """Copy [committed, wrote) from the transient buffer into the mapping; returns bytes copied."""
+        if self.write_buffer is None:
+            return 0
+        start, end = self.committed, self.wrote
+        if end > start:
+            self._mm[start:end] = memoryview(self.write_buffer)[start:end]
+            self.committed = end
+        if end >= self.file_size:
+            self._release_buffer()
+        return end - start
+
+    def _release_buffer(self) -> None:
+        buf, self.write_buffer = self.write_buffer, None
+        if buf is not None and self._pool is not None:
+            self._pool.give_back(buf)
+
+    def flush(self) -> int:
+        """Make [flushed, committed) durable; returns the new flushed position."""
+        target = self.committed
+        if target > self.flushed and not self.closed:
+            os.fdatasync(self._fd)
+            self.flushed = target
+        return self.flushed
+
+    def dirty_pages(self) -> int:
+        return self.committed // OS_PAGE_SIZE - self.flushed // OS_PAGE_SIZE
+
+    def warm(self) -> None:
+        """Fault every page in now, off the hot path (numpy's strided store releases the GIL)."""
+        view = np.frombuffer(self._mm, dtype=np.uint8)
+        view[::OS_PAGE_SIZE] = 0
+        del view
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(self, pos: int, size: int) -> bytes:
+        """Bytes [pos, pos+size) of written data (from the transient buffer if not yet committed)."""
+        end = pos + size
+        if end > self.committed:
+            buf = self.write_buffer
+            if buf is not None:
+                return bytes(buf[pos:end])
+        return self._mm[pos:end]
+
+    def buffer(self):
+        """The whole mapping, for scanners that parse in place (never keep it past close)."""
+        return self._mm
+
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def set_positions(self, pos: int) -> None:
+        """After recovery: everything up to *pos* is valid and on disk."""
+        self.wrote = self.committed = self.flushed = pos
+
+    def truncate_tail(self, pos: int) -> None:
+        """Zero [pos, end) and make it the new write position (a torn tail after a crash)."""
+        if pos < self.file_size:
+            view = np.frombuffer(self._mm, dtype=np.uint8)
+            view[pos:] = 0
+            del view
+        self.set_positions(pos)
+
+    def close(self, *, flush: bool = True) -> None:
+        if self.closed:
+            return
+        if flush:
+            self.commit()
+            self.flush()
+        self._release_buffer()
+        self.closed = True
+        try:
+            self._mm.close()
+        except BufferError:
+            pass   # a reader still holds a view; the mapping goes when it does
+        os.close(self._fd)
+
+    def destroy(self) -> None:
+        self.close(flush=False)
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return (f"MappedFile({self.path.name}, wrote={self.wrote}, committed={self.committed}, "
+                f"flushed={self.flushed})")

@@ -1,0 +1,358 @@
+"""The embedded message store: CommitLog, consume queues, index, flushing, dispatch, recovery.
+
+Theory of operation
+-------------------
+``put_message`` / ``put_messages`` validate outside the lock, append under the CommitLog's put
+lock, hand the appended batch to the dispatcher, and (under ``SYNC_FLUSH``) wait for the group
+commit.  The dispatcher fills consume queues and the index in the background; readers go
+through a consume queue to the CommitLog.
+
+Background threads: segment preallocation, CommitLog flush (group commit or periodic), transient
+buffer commit, dispatch, consume-queue/index flush + checkpoint, delay-level delivery, and expiry
+of old files.  Each gets only the callables it needs, not the store.
+
+``start`` takes the process lock, detects a crash by the ``abort`` marker, recovers (see
+:mod:`rocketq.store.recovery`), and only then accepts writes.  ``shutdown`` stops producers,
+drains the dispatcher, flushes everything, writes the checkpoint and removes ``abort``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from rocketq.common.message import Message
+from rocketq.common.msgid import HostAddress, decode_offset_msg_id, offset_msg_id
+from rocketq.common.sysflag import SCHEDULE_TOPIC
+from rocketq.store.allocator import AllocateService
+from rocketq.store.checkpoint import CheckpointFile
+from rocketq.store.commitlog import CommitLog, prepare
+from rocketq.store.config import SYNC_FLUSH, StoreConfig
+from rocketq.store.consume_queue import BLANK_SIZE, ConsumeQueue
+from rocketq.store.dispatcher import ConsumeQueueSink, Dispatcher, IndexSink
+from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlushService
+from rocketq.store.mapped_file import MappedFile
+from rocketq.store.reads import QueueReader
+from rocketq.store.record import StoredMessage
+from rocketq.store.recovery import RecoveryReport, recover_commitlog, redispatch
+from rocketq.store.results import BatchPutResult, GetMessageResult, PutError, PutMessageResult, PutStatus
+from rocketq.store.schedule import ScheduleService
+from rocketq.store.store_files import ProcessLock, StoreOpenError, StorePaths, create_abort_marker
+from rocketq.store.transient_pool import TransientStorePool
+
+log = logging.getLogger(__name__)
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig | None = None, *, clock=time.time, reserve=None):
+        self.config = config or StoreConfig()
+        self.paths = StorePaths(self.config.store_path)
+        self._clock = clock
+        self._reserve = reserve
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._queues_lock = threading.Lock()
+        self._dirty_queues: set[ConsumeQueue] = set()
+        self._lock = ProcessLock(self.paths.lock)
+        self.store_host = HostAddress.parse(self.config.store_host)
+        self.running = False
+        self.recovery: RecoveryReport | None = None
+        self.arrival_listeners: list = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> "MessageStore":
+        cfg = self.config
+        self.paths.check_is_store()
+        self._lock.acquire()
+        try:
+            self._open()
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def _open(self) -> None:
+        cfg, paths = self.config, self.paths
+        abnormal = paths.abort.exists()
+        for d in (paths.commitlog, paths.consumequeue, paths.index, paths.config):
+            d.mkdir(parents=True, exist_ok=True)
+        self.checkpoint = CheckpointFile(paths.checkpoint)
+        pool = None
+        if cfg.transient_store_pool_enable:
+            pool = TransientStorePool(cfg.transient_store_pool_size, cfg.commitlog_file_size)
+        kwargs = {"transient_pool": pool}
+        if self._reserve is not None:
+            kwargs["reserve"] = self._reserve
+        self._allocator = AllocateService(lambda p: MappedFile(p, cfg.commitlog_file_size, **kwargs),
+                                          warm=cfg.warm_mapped_file_enable)
+        self.commitlog = CommitLog(paths.commitlog, file_size=cfg.commitlog_file_size, store_host=self.store_host,
+                                   allocator=self._allocator, transient_pool=pool, reserve=self._reserve)
+        self.commitlog.files.load()
+        self.index = None
+        if cfg.message_index_enable:
+            from rocketq.store.index_service import IndexService
+            self.index = IndexService(paths.index, slot_count=cfg.index_slots, max_entries=cfg.index_max_entries,
+                                      clock_ms=lambda: int(self._clock() * 1000))
+            self.index.load(clean_shutdown=not abnormal, checkpoint_ms=self.checkpoint.value.index_msg_timestamp)
+        self._load_queues()
+        sinks = [ConsumeQueueSink(self._queue_for_dispatch, cfg.delay_levels_ms, self._on_arrival)]
+        if self.index is not None:
+            sinks.append(IndexSink(self.index))
+        self.dispatcher = Dispatcher(sinks, max_pending_messages=cfg.dispatch_queue_max_messages)
+        self.recovery = self._recover(abnormal)
+        create_abort_marker(paths.abort)
+        self._start_services()
+        self.running = True
+        log.info("store %s open (%s recovery, log end %d)", paths.root,
+                 "crash" if abnormal else "normal", self.recovery.end_offset)
+
+    def _load_queues(self) -> None:
+        root = self.paths.consumequeue
+        for topic_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+            for qdir in sorted(p for p in topic_dir.iterdir() if p.is_dir() and p.name.isdigit()):
+                cq = ConsumeQueue(root, topic_dir.name, int(qdir.name), self.config.consume_queue_entries)
+                cq.load()
+                self._queues[(topic_dir.name, int(qdir.name))] = cq
+
+    def _recover(self, abnormal: bool) -> RecoveryReport:
+        cp = self.checkpoint.value
+        end, scanned, cut = recover_commitlog(self.commitlog.files, cp, abnormal=abnormal,
+                                              check_crc=self.config.check_crc_on_recover, store_path=self.paths.root)
+        for cq in self._queues.values():
+            cq.recover()
+            cq.truncate_dirty(end)
+            cq.correct_min_offset(self.commitlog.min_offset())
+        start = min(cp.logics_flushed_offset, end) if abnormal else end
+        if self.index is not None and self.index.max_phy_offset < 0 and abnormal:
+            start = self.commitlog.min_offset()
+        elif self.index is not None and abnormal:
+            start = min(start, self.index.max_phy_offset)
+        self.dispatcher.dispatched_offset = start
+        count = redispatch(self.commitlog.files, start, end, self.dispatcher.dispatch_now) if start < end else 0
+        for (topic, qid), cq in self._queues.items():
+            self.commitlog.queue_offsets[(topic, qid)] = cq.max_offset()
+        cp.physic_flushed_offset = max(cp.physic_flushed_offset, 0)
+        return RecoveryReport(abnormal, scanned, end, cut, count)
+
+    def _start_services(self) -> None:
+        cfg, cl = self.config, self.commitlog
+        self.group_commit = None
+        if cfg.flush_disk_type == SYNC_FLUSH:
+            self.group_commit = GroupCommitService(self._flush_commitlog, cfg.sync_flush_timeout_ms)
+            self._flusher = self.group_commit
+        else:
+            self._flusher = PeriodicFlushService(
+                self._flush_commitlog, cl.dirty_bytes, interval_ms=cfg.flush_interval_commitlog_ms,
+                least_pages=cfg.flush_commitlog_least_pages,
+                thorough_interval_ms=cfg.flush_commitlog_thorough_interval_ms)
+        self._committer = None
+        if cfg.transient_store_pool_enable:
+            self._committer = CommitService(cl.commit, cl.uncommitted_bytes, self._flusher.wakeup,
+                                            interval_ms=cfg.commit_interval_commitlog_ms,
+                                            least_pages=cfg.commit_commitlog_least_pages,
+                                            thorough_interval_ms=cfg.flush_commitlog_thorough_interval_ms)
+        self.schedule = ScheduleService(self, self.paths.delay_offset, cfg.delay_levels_ms,
+                                        poll_interval_ms=cfg.schedule_poll_interval_ms, clock=self._clock)
+        self.schedule.load()
+        self._logics_stop = threading.Event()
+        self._logics_thread = threading.Thread(target=self._logics_flush_loop, name="rocketq-flush-cq", daemon=True)
+        self.dispatcher.start(self.dispatcher.dispatched_offset)
+        for svc in (self._flusher, self._committer):
+            if svc is not None:
+                svc.start()
+        self._logics_thread.start()
+        self.schedule.start()
+
+    def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self.schedule.shutdown()
+        self.dispatcher.wait_dispatched(timeout_s=60)
+        self.dispatcher.shutdown()
+        if self._committer is not None:
+            self._committer.shutdown()
+        self._flusher.shutdown()
+        self._logics_stop.set()
+        self._logics_thread.join(timeout=30)
+        self._allocator.shutdown()
+        self.commitlog.close()
+        self._flush_logics(final=True)
+        for cq in self._queues.values():
+            cq.close()
+        if self.index is not None:
+            self.index.close()
+        self.checkpoint.close()
+        self.paths.abort.unlink(missing_ok=True)
+        self._lock.release()
+
+    def __enter__(self) -> "MessageStore":
+        return self.start() if not self.running else self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    # -- durability bookkeeping --------------------------------------------------------------
+
+    def _flush_commitlog(self) -> int:
+        ts = self.commitlog.last_store_timestamp
+        flushed = self.commitlog.flush()
+        cp = self.checkpoint.value
+        if flushed > cp.physic_flushed_offset:
+            cp.physic_flushed_offset = flushed
+            cp.physic_msg_timestamp = ts
+        return flushed
+
+    def _logics_flush_loop(self) -> None:
+        interval = self.config.flush_interval_consume_queue_ms / 1000
+        while not self._logics_stop.wait(interval):
+            try:
+                self._flush_logics()
+            except Exception:
+                log.exception("flushing consume queues / checkpoint failed")
+
+    def _flush_logics(self, *, final: bool = False) -> None:
+        dispatched = self.dispatcher.dispatched_offset
+        ts = self.commitlog.last_store_timestamp
+        with self._queues_lock:
+            dirty, self._dirty_queues = self._dirty_queues, set()
+        for cq in dirty:
+            cq.flush()
+        cp = self.checkpoint.value
+        if self.index is not None:
+            cp.index_msg_timestamp = max(cp.index_msg_timestamp, self.index.flush())
+        cp.logics_flushed_offset = max(cp.logics_flushed_offset, dispatched)
+        cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, ts if dispatched >= self.commitlog.max_offset() else
+                                      cp.logics_msg_timestamp)
+        if final:
+            cp.physic_flushed_offset = self.commitlog.flushed_offset()
+        self.checkpoint.flush()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def put_message(self, msg: Message) -> PutMessageResult:
+        result = self.put_messages([msg])
+        return result[0]
+
+    def put_messages(self, msgs: list[Message]) -> BatchPutResult:
+        """Append *msgs* as one batch under one lock: all are stored, or none (with the reason)."""
+        if not self.running:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=len(msgs))
+        cfg = self.config
+        levels = len(cfg.delay_levels_ms)
+        try:
+            prepared = [prepare(m, max_message_size=cfg.max_message_size, delay_levels=levels) for m in msgs]
+            if not prepared:
+                return BatchPutResult(PutStatus.PUT_OK)
+            batch = self.commitlog.append(prepared, clock=self._clock)
+        except PutError as exc:
+            return BatchPutResult(exc.status, error=exc.reason, count=len(msgs))
+        self.dispatcher.submit(batch)
+        status = PutStatus.PUT_OK
+        if self.group_commit is not None and not self.group_commit.wait_flushed(batch.end_offset):
+            status = PutStatus.FLUSH_DISK_TIMEOUT
+        offsets, pos = [], batch.first_offset
+        for size in batch.sizes:
+            offsets.append(pos)
+            pos += size
+        return BatchPutResult(status, offsets=offsets, sizes=batch.sizes, queue_offsets=batch.queue_offsets,
+                              queue_ids=[p[1] for p in prepared], store_host=self.store_host,
+                              store_timestamp=batch.store_timestamp)
+
+    # -- consume queues ----------------------------------------------------------------------
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self._queues.get((topic, queue_id))
+
+    def _queue_for_dispatch(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            with self._queues_lock:
+                cq = self._queues.get((topic, queue_id))
+                if cq is None:
+                    cq = ConsumeQueue(self.paths.consumequeue, topic, queue_id, self.config.consume_queue_entries)
+                    self._queues[(topic, queue_id)] = cq
+        with self._queues_lock:
+            self._dirty_queues.add(cq)
+        return cq
+
+    def _on_arrival(self, topic: str, queue_id: int, next_offset: int) -> None:
+        for listener in self.arrival_listeners:
+            listener(topic, queue_id, next_offset)
+
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, qid in sorted(self._queues):
+            out.setdefault(topic, []).append(qid)
+        return out
+
+    def wait_dispatched(self, timeout_s: float = 60.0) -> bool:
+        return self.dispatcher.wait_dispatched(timeout_s)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32, *,
+                     tag_codes: set[int] | None = None, max_bytes: int | None = None) -> GetMessageResult:
+        return self._reader.get(topic, queue_id, offset, max_count, tag_codes=tag_codes, max_bytes=max_bytes)
+
+    @property
+    def _reader(self) -> QueueReader:
+        return QueueReader(self._queues.get, self.commitlog)
+
+    def read_message(self, physical_offset: int, size: int | None = None) -> StoredMessage | None:
+        if size is None:
+            head = self.commitlog.read(physical_offset, 4)
+            if head is None:
+                return None
+            size = int.from_bytes(head, "big", signed=True)
+            if size <= 0:
+                return None
+        raw = self.commitlog.read(physical_offset, size)
+        return StoredMessage(raw) if raw is not None else None
+
+    def view_by_id(self, msg_id: str) -> StoredMessage | None:
+        """The message with this offset id (raises ValueError for a malformed id)."""
+        _host, offset = decode_offset_msg_id(msg_id)
+        if not self.commitlog.min_offset() <= offset < self.commitlog.max_offset():
+            return None
+        return self.read_message(offset)
+
+    def query_by_key(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
+                     end_ms: int | None = None) -> list[StoredMessage]:
+        """Messages of *topic* whose KEYS contain *key* or whose UNIQ_KEY is *key*, newest first."""
+        if self.index is None:
+            return []
+        end_ms = end_ms if end_ms is not None else int(self._clock() * 1000) + 1
+        found = self.index.query(topic, key, max_num, begin_ms, end_ms)
+        out = []
+        for phy in found.phy_offsets:
+            m = self.read_message(phy)
+            if m is not None and m.topic == topic and (key in m.keys or m.uniq_key == key):
+                out.append(m)
+        return out
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.max_offset() if cq else 0
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.min_offset() if cq else 0
+
+    def search_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int, *, upper: bool = False) -> int:
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        return cq.search_offset_by_time(timestamp_ms, self.commitlog.store_time_of, boundary_lower=not upper)
+
+    def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        unit = cq.get_unit(cq.min_offset()) if cq else None
+        if unit is None or unit[1] == BLANK_SIZE:
+            return -1
+        return self.commitlog.store_time_of(unit[0], unit[1]) or -1
+
+    def msg_id(self, physical_offset: int) -> str:
+        return offset_msg_id(self.store_host, physical_offset)

@@ -1,0 +1,158 @@
+"""Start-up recovery: find the end of valid data in the CommitLog and make everything agree with it.
+
+Theory of operation
+-------------------
+After a clean shutdown (no ``abort`` file) only the last three segments are walked, as RocketMQ's
+``recoverNormally`` does.  After a crash the walk starts at the newest segment whose first record
+is older than the checkpoint's bound (``recoverAbnormally``) and checks every record's magic,
+size, physical offset and body CRC up to the end of the data.
+
+The first record that fails is judged against ``physicFlushedOffset`` from the checkpoint:
+
+* at or after it, it is a **torn tail** - bytes that were never acknowledged as durable - and the
+  log is cut there (the garbage after it is zeroed so a later crash cannot resurrect it);
+* before it, acknowledged data is damaged: start-up stops with :class:`CorruptionError`, naming
+  the file and offset and the command that repairs it.  Nothing is skipped silently.
+
+Then consume queues drop units pointing past the new end, and the records after the checkpoint's
+``logicsFlushedOffset`` are dispatched again (the sinks skip what they already hold).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from rocketq.store.checkpoint import Checkpoint
+from rocketq.store.mapped_file import MappedFile
+from rocketq.store.mapped_file_queue import MappedFileQueue
+from rocketq.store.scan import SegmentScan, parse_rows, scan_segment
+
+log = logging.getLogger(__name__)
+
+NORMAL_RECOVERY_FILES = 3
+ZERO_CHUNK_BYTES = 4 << 20
+REDISPATCH_CHUNK_RECORDS = 50_000
+
+
+class CorruptionError(RuntimeError):
+    """Acknowledged data does not parse; start-up must not continue."""
+
+    def __init__(self, store_path, file, offset: int, reason: str):
+        self.file, self.offset, self.reason = file, offset, reason
+        super().__init__(
+            f"corrupt record in {file} at commitlog offset {offset}: {reason}. "
+            f"This is inside data that was flushed to disk, so rocketq will not start and skip it. "
+            f"Inspect with `rocketq store verify {store_path}`; to cut the log at this record and "
+            f"rebuild queues and index, run `rocketq store repair {store_path} --truncate-at {offset}`.")
+
+
+@dataclass
+class RecoveryReport:
+    abnormal: bool
+    scanned_bytes: int
+    end_offset: int
+    truncated_bytes: int
+    redispatched_records: int
+
+
+def recover_commitlog(files: MappedFileQueue, checkpoint: Checkpoint, *, abnormal: bool, check_crc: bool,
+                      store_path) -> tuple[int, int, int]:
+    """Set segment positions; returns (end offset, bytes scanned, bytes cut)."""
+    segs = files.files
+    if not segs:
+        return 0, 0, 0
+    start = _start_index(segs, checkpoint, abnormal)
+    for mf in segs[:start]:
+        mf.set_positions(files.file_size)
+    scanned = 0
+    for i in range(start, len(segs)):
+        mf = segs[i]
+        result = scan_segment(mf.buffer(), mf.file_from_offset, 0, files.file_size, check_crc=check_crc)
+        scanned += result.end
+        if result.blank:
+            mf.set_positions(files.file_size)
+            continue
+        end = mf.file_from_offset + result.end
+        if result.error is not None and result.error.offset < checkpoint.physic_flushed_offset:
+            raise CorruptionError(store_path, mf.path, result.error.offset, result.error.reason)
+        cut = _cut_after(files, mf, result, i)
+        return end, scanned, cut
+    return files.max_offset(), scanned, 0
+
+
+def _start_index(segs: list[MappedFile], checkpoint: Checkpoint, abnormal: bool) -> int:
+    if not abnormal:
+        return max(0, len(segs) - NORMAL_RECOVERY_FILES)
+    bound = checkpoint.min_timestamp()
+    for i in range(len(segs) - 1, -1, -1):
+        first_ts = _first_store_timestamp(segs[i])
+        if first_ts is not None and first_ts <= bound:
+            return i
+    return 0
+
+
+def _first_store_timestamp(mf: MappedFile) -> int | None:
+    head = mf.read(0, 72)
+    size = int.from_bytes(head[0:4], "big", signed=True)
+    if size <= 0:
+        return None
+    pos = 68 if head[39] & 0x10 else 56
+    return int.from_bytes(head[pos:pos + 8], "big", signed=True)
+
+
+def _cut_after(files: MappedFileQueue, mf: MappedFile, result: SegmentScan, index: int) -> int:
+    """Make result.end the end of the log: zero garbage after it, drop later segments."""
+    cut = 0
+    if result.error is not None:
+        log.warning("recovery: torn tail in %s at offset %d (%s); cutting the log there",
+                    mf.path, result.error.offset, result.error.reason)
+        cut = _zero_garbage(mf, result.end)
+    mf.set_positions(result.end)
+    for later in files.files[index + 1:]:
+        if later.read(0, 8) != bytes(8):
+            log.warning("recovery: deleting %s, which follows the end of valid data", later.path)
+            cut += files.file_size
+    files.truncate(mf.file_from_offset + result.end)
+    return cut
+
+
+def _zero_garbage(mf: MappedFile, pos: int) -> int:
+    """Zero from *pos* until a whole chunk is already zero; returns bytes zeroed."""
+    view = np.frombuffer(mf.buffer(), dtype=np.uint8)
+    start = pos
+    try:
+        while pos < mf.file_size:
+            end = min(mf.file_size, pos + ZERO_CHUNK_BYTES)
+            chunk = view[pos:end]
+            if not chunk.any():
+                break
+            chunk[:] = 0
+            pos = end
+    finally:
+        del view
+    return pos - start
+
+
+def redispatch(files: MappedFileQueue, from_offset: int, end_offset: int, dispatch) -> int:
+    """Parse records in [from_offset, end_offset) and feed them to *dispatch*; returns how many."""
+    total = 0
+    offset = max(from_offset, files.min_offset())
+    while offset < end_offset:
+        mf = files.find(offset)
+        if mf is None:
+            break
+        rel = offset - mf.file_from_offset
+        limit = min(files.file_size, end_offset - mf.file_from_offset)
+        result = scan_segment(mf.buffer(), mf.file_from_offset, rel, limit, check_crc=False)
+        for s in range(0, len(result.positions), REDISPATCH_CHUNK_RECORDS):
+            pos = result.positions[s:s + REDISPATCH_CHUNK_RECORDS]
+            dispatch(parse_rows(mf.buffer(), mf.file_from_offset, pos, result.sizes[s:s + REDISPATCH_CHUNK_RECORDS]))
+            total += len(pos)
+        if result.blank or result.end >= limit:
+            offset = mf.file_from_offset + files.file_size if result.blank else mf.file_from_offset + limit
+        else:
+            break
+    return total

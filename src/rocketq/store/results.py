@@ -1,0 +1,138 @@
+"""Typed results of store operations (RocketMQ ``PutMessageStatus`` / ``GetMessageStatus``).
+
+Statuses are ``str`` enums, so ``result.status == "PUT_OK"`` reads naturally and the names are
+RocketMQ's, which the broker maps one-to-one onto response codes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from rocketq.common.msgid import HostAddress, offset_msg_id
+
+
+class PutStatus(str, Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# The record is in the log (maybe not yet durable/replicated) for these statuses.
+STORED_STATUSES = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT,
+                             PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE})
+
+
+class PutError(Exception):
+    """A message the store refuses; ``status`` says which kind, the text says what and where."""
+
+    def __init__(self, status: PutStatus, reason: str):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class PutMessageResult:
+    status: PutStatus
+    msg_id: str | None = None
+    physical_offset: int = -1
+    queue_offset: int = -1
+    queue_id: int = -1
+    wrote_bytes: int = 0
+    store_timestamp: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == PutStatus.PUT_OK
+
+
+class BatchPutResult:
+    """Results of one ``put_messages`` call; items are built on access (the batch path is hot)."""
+
+    __slots__ = ("status", "error", "_offsets", "_sizes", "_queue_offsets", "_queue_ids", "_store_host",
+                 "store_timestamp")
+
+    def __init__(self, status: PutStatus, *, error: str | None = None, offsets=(), sizes=(),
+                 queue_offsets=(), queue_ids=(), store_host: HostAddress | None = None, store_timestamp: int = 0,
+                 count: int = 0):
+        self.status = status
+        self.error = error
+        self._offsets = offsets if offsets or not count else [-1] * count
+        self._sizes = sizes if sizes or not count else [0] * count
+        self._queue_offsets = queue_offsets if queue_offsets or not count else [-1] * count
+        self._queue_ids = queue_ids if queue_ids or not count else [-1] * count
+        self._store_host = store_host
+        self.store_timestamp = store_timestamp
+
+    @property
+    def ok(self) -> bool:
+        return self.status == PutStatus.PUT_OK
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __getitem__(self, i: int) -> PutMessageResult:
+        phy = self._offsets[i]
+        msg_id = offset_msg_id(self._store_host, phy) if phy >= 0 and self._store_host else None
+        return PutMessageResult(self.status, msg_id, phy, self._queue_offsets[i], self._queue_ids[i],
+                                self._sizes[i], self.store_timestamp, self.error)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """All offset message ids (RocketMQ joins them with ',' in a batch send response)."""
+        return [offset_msg_id(self._store_host, p) for p in self._offsets]
+
+
+class GetStatus(str, Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(slots=True)
+class GetMessageResult:
+    """What ``get_messages`` found: decoded messages plus the offsets a consumer needs next."""
+
+    status: GetStatus
+    messages: list = field(default_factory=list)
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+
+    def __iter__(self):
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __getitem__(self, i):
+        return self.messages[i]
+
+    @property
+    def raw(self) -> bytes:
+        """The records concatenated in store format, as a PULL_MESSAGE response body carries them."""
+        return b"".join(m.raw for m in self.messages)

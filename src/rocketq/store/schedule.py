@@ -1,0 +1,119 @@
+"""Delay levels (RocketMQ ``ScheduleMessageService``).
+
+A message put with ``delay_level = n`` is stored in ``SCHEDULE_TOPIC_XXXX`` queue ``n - 1`` with its
+real topic and queue in ``REAL_TOPIC`` / ``REAL_QID``; its consume-queue tags code is the delivery
+time.  This service walks each level's queue in order and, once a unit's delivery time has come,
+puts the message again under its real topic with ``DELAY`` removed.  Queues of one level are
+ordered by delivery time (same delay, increasing store time), so each level waits only on its
+head.  Progress per level is ``config/delayOffset.json``, written at most once a second and at
+shutdown; after a crash a few messages may be delivered twice, never lost (at-least-once).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from rocketq.common.message import Message
+from rocketq.common.msgid import HostAddress
+from rocketq.common.sysflag import PROPERTY_DELAY, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, SCHEDULE_TOPIC
+from rocketq.store.config_files import read_json, write_json
+from rocketq.store.consume_queue import BLANK_SIZE
+from rocketq.store.record import StoredMessage
+
+log = logging.getLogger(__name__)
+
+UNITS_PER_POLL = 256
+PERSIST_INTERVAL_S = 1.0
+
+
+class ScheduleService:
+    def __init__(self, store, path: Path, delay_levels_ms: list[int], *, poll_interval_ms: int, clock=time.time):
+        self._store = store
+        self._path = path
+        self._levels = delay_levels_ms
+        self._poll_s = poll_interval_ms / 1000
+        self._clock = clock
+        self.offsets: dict[int, int] = {}
+        self._dirty = False
+        self._last_persist = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rocketq-schedule", daemon=True)
+
+    def load(self) -> None:
+        data = read_json(self._path) or {}
+        self.offsets = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._poll_s):
+            try:
+                self.deliver_due()
+                if self._dirty and time.monotonic() - self._last_persist >= PERSIST_INTERVAL_S:
+                    self.persist()
+            except Exception:
+                log.exception("delay-level delivery failed; retrying next poll")
+
+    def deliver_due(self) -> int:
+        """Re-put every message whose time has come; returns how many were delivered."""
+        delivered = 0
+        now_ms = int(self._clock() * 1000)
+        for level in range(1, len(self._levels) + 1):
+            cq = self._store.consume_queue(SCHEDULE_TOPIC, level - 1)
+            if cq is None:
+                continue
+            offset = max(self.offsets.get(level, 0), cq.min_offset())
+            while True:
+                units = cq.get_units(offset, UNITS_PER_POLL)
+                if len(units) == 0:
+                    break
+                progressed = 0
+                for phy, size, due in units.tolist():
+                    if size != BLANK_SIZE:
+                        if due > now_ms:
+                            break
+                        if not self._deliver(phy, size):
+                            break
+                        delivered += 1
+                    progressed += 1
+                offset += progressed
+                if progressed < len(units):
+                    break
+            if offset != self.offsets.get(level, 0):
+                self.offsets[level] = offset
+                self._dirty = True
+        return delivered
+
+    def _deliver(self, phy: int, size: int) -> bool:
+        raw = self._store.commitlog.read(phy, size)
+        if raw is None:
+            return True     # expired with its segment; nothing to deliver
+        m = StoredMessage(raw)
+        props = dict(m.properties)
+        topic = props.get(PROPERTY_REAL_TOPIC)
+        if topic is None:
+            log.error("delayed message at offset %d has no REAL_TOPIC; dropping it", phy)
+            return True
+        props.pop(PROPERTY_DELAY, None)
+        msg = Message(topic=topic, body=m.body, queue_id=int(props.get(PROPERTY_REAL_QUEUE_ID, "0")),
+                      properties=props, flag=m.flag, sys_flag=m.sys_flag & ~0x30, born_timestamp=m.born_timestamp,
+                      born_host=HostAddress(*m.born_host), reconsume_times=m.reconsume_times)
+        result = self._store.put_message(msg)
+        if not result.ok:
+            log.warning("re-putting delayed message at offset %d failed: %s", phy, result.status)
+        return result.ok
+
+    def persist(self) -> None:
+        write_json(self._path, {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
+        self._dirty = False
+        self._last_persist = time.monotonic()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        self.persist()
