@@ -2,11 +2,11 @@
 
 Theory of operation
 -------------------
-``prepare`` (no lock) validates a :class:`~rocketq.common.message.Message` and computes what does
-not depend on its position: topic and property bytes, body CRC, sysflag.  ``append`` then takes
-the put lock once for a whole batch: it assigns each record its queue offset (from the
-``(topic, queue id) -> next offset`` table) and physical offset, packs all records with one
-``struct`` call each, and copies the batch into the mapped segment with one memory copy.
+:mod:`rocketq.store.prepare` (no lock) validates messages and computes what does not depend on
+their position.  ``append`` then takes the put lock once for a whole batch: it assigns each record
+its queue offset (from the ``(topic, queue id) -> next offset`` table) and physical offset, packs
+the headers with one C-level ``map`` over the columns, interleaves them with bodies, topics and
+properties, and copies the batch into the mapped segment with one memory copy.
 
 A batch never straddles segments: when ``batch bytes + 8`` does not fit in what is left, a blank
 record (``remaining | 0xCBD43194``) closes the segment and the batch goes to the next one.  A
@@ -21,26 +21,25 @@ dispatcher.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketq.common.message import Message
+from itertools import accumulate, repeat
+
 from rocketq.common.msgid import HostAddress
-from rocketq.common.properties import IllegalPropertyError
-from rocketq.common.sysflag import (BORNHOST_V6, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_UNIQ_KEY,
-                                    SCHEDULE_TOPIC, STOREHOST_V6, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK,
-                                    TRANSACTION_NOT_TYPE)
-from rocketq.common.validation import topic_error
+from rocketq.common.sysflag import BORNHOST_V6, STOREHOST_V6
 from rocketq.store.allocator import AllocateService
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
-from rocketq.store.record import (END_FILE_MIN_BLANK_LENGTH, MAGIC_V1, MAX_PROPERTIES_BYTES, body_crc, encode_blank,
-                                  header_struct, record_struct)
+from rocketq.store.prepare import PreparedBatch
+from rocketq.store.record import END_FILE_MIN_BLANK_LENGTH, MAGIC_V1, encode_blank, header_struct, record_struct
 from rocketq.store.results import PutError, PutStatus
 
-MAX_QUEUE_ID = (1 << 31) - 1
+NOT_CONSUMABLE = 0x4     # PREPARED (0x4) and ROLLBACK (0xC) records get queue offset 0
+_TAIL_HEAD = struct.Struct(">H")
 
 
 @dataclass(slots=True)
@@ -50,62 +49,12 @@ class AppendedBatch:
     first_offset: int           # physical offset of the first record
     sizes: list[int]
     queue_offsets: list[int]
-    prepared: list[tuple]       # the prepare() tuples, for topic/queue/tags/keys/uniq key/sysflag
+    columns: tuple              # (topics, queue_ids, sys_flags, tags, keys, uniq_keys, props_texts)
     store_timestamp: int
 
     @property
     def end_offset(self) -> int:
         return self.first_offset + sum(self.sizes)
-
-
-# Indices into a prepared tuple.
-P_TOPIC, P_QID, P_SYSFLAG, P_TAGS, P_KEYS, P_UNIQ, P_PROPS_TEXT = 0, 1, 4, 13, 14, 15, 16
-
-
-def prepare(m: Message, *, max_message_size: int, delay_levels: int) -> tuple:
-    """Validate *m* and precompute its position-independent parts; raises PutError."""
-    topic = m.topic
-    if topic_error(topic):
-        raise PutError(PutStatus.MESSAGE_ILLEGAL, topic_error(topic))
-    qid = m.queue_id
-    if not 0 <= qid <= MAX_QUEUE_ID:
-        raise PutError(PutStatus.MESSAGE_ILLEGAL, f"queue id {qid} of topic {topic!r} is out of range")
-    sys_flag = m.sys_flag
-    if m.delay_level > 0 and sys_flag & TRANSACTION_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-        m = _to_schedule_topic(m, delay_levels)
-        topic, qid = m.topic, m.queue_id
-    body = m.body
-    try:
-        props_text = m.properties_string()
-    except IllegalPropertyError as exc:
-        raise PutError(PutStatus.MESSAGE_ILLEGAL, f"topic {topic!r}: {exc}") from None
-    props_b = props_text.encode()
-    if len(props_b) > MAX_PROPERTIES_BYTES:
-        raise PutError(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                       f"topic {topic!r}: properties are {len(props_b)} bytes, at most {MAX_PROPERTIES_BYTES}")
-    if len(body) > max_message_size:
-        raise PutError(PutStatus.MESSAGE_ILLEGAL,
-                       f"topic {topic!r}: body of {len(body)} bytes exceeds maxMessageSize {max_message_size}")
-    born = m.born_host
-    if born.is_v6:
-        sys_flag |= BORNHOST_V6
-    keys = m.keys
-    keys_text = keys if keys is None or isinstance(keys, str) else " ".join(keys)
-    if keys is None and m.properties:
-        keys_text = m.properties.get("KEYS")
-    uniq = m.properties.get(PROPERTY_UNIQ_KEY) if m.properties else None
-    return (topic, qid, topic.encode(), m.flag, sys_flag, m.born_timestamp, born.ip, born.port,
-            m.reconsume_times, m.prepared_transaction_offset, body, body_crc(body), props_b,
-            m.tags if m.tags else (m.properties.get("TAGS") if m.properties else None), keys_text, uniq, props_text)
-
-
-def _to_schedule_topic(m: Message, delay_levels: int) -> Message:
-    level = min(m.delay_level, delay_levels)
-    props = dict(m.properties)
-    props[PROPERTY_REAL_TOPIC] = m.topic
-    props[PROPERTY_REAL_QUEUE_ID] = str(m.queue_id)
-    from dataclasses import replace
-    return replace(m, topic=SCHEDULE_TOPIC, queue_id=level - 1, delay_level=level, properties=props)
 
 
 class CommitLog:
@@ -125,49 +74,117 @@ class CommitLog:
 
     # -- appending ---------------------------------------------------------------------------
 
-    def append(self, prepared: list[tuple], *, clock=time.time) -> AppendedBatch:
-        """Append prepared records as one batch; raises PutError (nothing written) on failure."""
+    def append(self, batch: PreparedBatch, *, clock=time.time, on_appended=None) -> AppendedBatch:
+        """Append *batch* under the put lock; raises PutError (nothing written) on failure.
+
+        *on_appended(appended)* runs inside the lock, so successive batches reach it in log order.
+        """
         store_v6 = self._store_v6
-        sip, sport = self.store_host
-        store_flag = STOREHOST_V6 if store_v6 else 0
-        sizes = []
-        total = 0
-        for p in prepared:
-            n = header_struct(bool(p[4] & BORNHOST_V6), store_v6).size + len(p[10]) + 3 + len(p[2]) + len(p[12])
-            sizes.append(n)
-            total += n
+        born_v6 = [bool(f & BORNHOST_V6) for f in batch.sys_flags] if any(
+            f & BORNHOST_V6 for f in batch.sys_flags) else None
+        hsize = header_struct(False, store_v6).size
+        blens = list(map(len, batch.bodies))
+        sizes = [hsize + b + 3 + len(t) + len(p) for b, t, p in zip(blens, batch.topic_bs, batch.props_bs)]
+        if born_v6 is not None:
+            sizes = [n + 12 if v6 else n for n, v6 in zip(sizes, born_v6)]
+        total = sum(sizes)
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise PutError(PutStatus.MESSAGE_ILLEGAL,
                            f"a batch of {total} bytes does not fit in a {self.file_size}-byte commitlog segment")
-        table = self.queue_offsets
+        tails = [_TAIL_HEAD.pack(len(p)) for p in batch.props_bs]
         with self.put_lock:
             mf = self._segment_for(total)
             store_ts = int(clock() * 1000)
-            phys = mf.file_from_offset + mf.wrote
-            first = phys
-            parts = []
-            qoffs = []
-            for p, size in zip(prepared, sizes):
-                (topic, qid, topic_b, flag, sys_flag, born_ts, bip, bport, recon, prep_off, body, crc, props_b,
-                 *_rest) = p
-                key = (topic, qid)
-                if sys_flag & 0x4:       # PREPARED (0x4) or ROLLBACK (0xC): not consumable, offset 0
-                    qoff = 0
-                else:
-                    qoff = table.get(key, 0)
-                    table[key] = qoff + 1
-                sys_flag |= store_flag
-                parts.append(record_struct(bool(sys_flag & BORNHOST_V6), store_v6, len(body), len(topic_b),
-                                           len(props_b)).pack(
-                    size, MAGIC_V1, crc, qid, flag, qoff, phys, sys_flag, born_ts or store_ts, bip, bport,
-                    store_ts, sip, sport, recon, prep_off, len(body), body, len(topic_b), topic_b,
-                    len(props_b), props_b))
-                qoffs.append(qoff)
-                phys += size
+            first = mf.file_from_offset + mf.wrote
+            qoffs = self._queue_offsets(batch)
+            phys = list(accumulate(sizes[:-1], initial=first))
+            headers = self._pack_headers(batch, sizes, qoffs, phys, blens, store_ts, born_v6)
+            n = len(sizes)
+            prefixes = {t: bytes((len(t),)) + t for t in set(batch.topic_bs)}
+            parts = [b""] * (4 * n)
+            parts[0::4] = headers
+            parts[1::4] = batch.bodies
+            parts[2::4] = map(prefixes.__getitem__, batch.topic_bs)
+            parts[3::4] = map(bytes.__add__, tails, batch.props_bs)
             mf.append(b"".join(parts))
             mf.store_timestamp = store_ts
             self.last_store_timestamp = store_ts
-        return AppendedBatch(first, sizes, qoffs, prepared, store_ts)
+            appended = AppendedBatch(first, sizes, qoffs, (batch.topics, batch.queue_ids, batch.sys_flags, batch.tags,
+                                                            batch.keys, batch.uniq_keys, batch.props_texts), store_ts)
+            if on_appended is not None:
+                on_appended(appended)
+        return appended
+
+    def append_one(self, row: tuple, *, clock=time.time, on_appended=None) -> AppendedBatch:
+        """The single-message path: one row from ``prepare_one``, packed with one struct call."""
+        (topic, topic_b, qid, flag, sys_flag, born_ts, bip, bport, recon, prep_off, body, crc, props_b,
+         tags, keys, uniq, props_text) = row
+        store_v6 = self._store_v6
+        born_v6 = bool(sys_flag & BORNHOST_V6)
+        if store_v6:
+            sys_flag |= STOREHOST_V6
+        blen, tlen, plen = len(body), len(topic_b), len(props_b)
+        st = record_struct(born_v6, store_v6, blen, tlen, plen)
+        size = st.size
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise PutError(PutStatus.MESSAGE_ILLEGAL,
+                           f"a record of {size} bytes does not fit in a {self.file_size}-byte commitlog segment")
+        sip, sport = self.store_host
+        with self.put_lock:
+            mf = self._segment_for(size)
+            store_ts = int(clock() * 1000)
+            first = mf.file_from_offset + mf.wrote
+            if sys_flag & NOT_CONSUMABLE:
+                qoff = 0
+            else:
+                key = (topic, qid)
+                qoff = self.queue_offsets.get(key, 0)
+                self.queue_offsets[key] = qoff + 1
+            mf.append(st.pack(size, MAGIC_V1, crc, qid, flag, qoff, first, sys_flag, born_ts or store_ts, bip, bport,
+                              store_ts, sip, sport, recon, prep_off, blen, body, tlen, topic_b, plen, props_b))
+            mf.store_timestamp = store_ts
+            self.last_store_timestamp = store_ts
+            appended = AppendedBatch(first, [size], [qoff], ((topic,), (qid,), (sys_flag,), (tags,), (keys,), (uniq,),
+                                                             (props_text,)), store_ts)
+            if on_appended is not None:
+                on_appended(appended)
+        return appended
+
+    def _queue_offsets(self, batch: PreparedBatch) -> list[int]:
+        """Assign queue offsets (under the put lock) and advance the table."""
+        table = self.queue_offsets
+        topics, qids, flags = batch.topics, batch.queue_ids, batch.sys_flags
+        n = len(topics)
+        if topics.count(topics[0]) == n and qids.count(qids[0]) == n and not any(f & NOT_CONSUMABLE for f in flags):
+            key = (topics[0], qids[0])
+            base = table.get(key, 0)
+            table[key] = base + n
+            return list(range(base, base + n))
+        qoffs = []
+        for key, f in zip(zip(topics, qids), flags):
+            if f & NOT_CONSUMABLE:
+                qoffs.append(0)
+            else:
+                q = table.get(key, 0)
+                table[key] = q + 1
+                qoffs.append(q)
+        return qoffs
+
+    def _pack_headers(self, batch, sizes, qoffs, phys, blens, store_ts, born_v6) -> list[bytes]:
+        n = len(sizes)
+        sip, sport = self.store_host
+        store_flag = STOREHOST_V6 if self._store_v6 else 0
+        flags = [f | store_flag for f in batch.sys_flags] if store_flag else batch.sys_flags
+        born_ts = batch.born_ts
+        if 0 in born_ts:
+            born_ts = [t or store_ts for t in born_ts]
+        columns = (sizes, repeat(MAGIC_V1, n), batch.crcs, batch.queue_ids, batch.flags, qoffs, phys, flags, born_ts,
+                   batch.born_ips, batch.born_ports, repeat(store_ts, n), repeat(sip, n), repeat(sport, n),
+                   batch.reconsume, batch.prepared_offsets, blens)
+        if born_v6 is None:
+            return list(map(header_struct(False, self._store_v6).pack, *columns))
+        structs = [header_struct(v6, self._store_v6) for v6 in born_v6]
+        return [st.pack(*row) for st, row in zip(structs, zip(*columns))]
 
     def _segment_for(self, total: int) -> MappedFile:
         """The segment the next *total* bytes go to, closing the current one with a blank if needed."""
@@ -175,7 +192,7 @@ class CommitLog:
             mf = self.files.last_for_append()
             if total + END_FILE_MIN_BLANK_LENGTH > mf.remaining:
                 remaining = mf.remaining
-                mf.append(encode_blank(remaining) + bytes(0))
+                mf.append(encode_blank(remaining))
                 mf.wrote = mf.file_size   # the rest of the segment is unused by definition
                 if mf.write_buffer is None:
                     mf.committed = mf.file_size

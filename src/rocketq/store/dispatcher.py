@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from itertools import chain
@@ -38,6 +39,9 @@ from rocketq.store.consume_queue import CQ_DTYPE
 log = logging.getLogger(__name__)
 
 MAX_DRAIN_MESSAGES = 65_536
+# After waking on an idle queue the dispatcher lets producers add more for this long, so that a
+# stream of single puts is dispatched in groups (RocketMQ's reput thread also naps 1 ms).
+GATHER_S = 0.0005
 NOT_CONSUMABLE = 0x4          # PREPARED (0x4) and ROLLBACK (0xC) share this bit; COMMIT (0x8) does not
 ROLLBACK = 0xC
 
@@ -73,10 +77,11 @@ class DispatchBatch:
         starts = np.cumsum([0] + counts[:-1])
         base = np.repeat(np.array([b.first_offset for b in batches], dtype=np.int64) - excl[starts], counts)
         store_ts = np.repeat(np.array([b.store_timestamp for b in batches], dtype=np.int64), counts)
-        rows = list(chain.from_iterable(b.prepared for b in batches))
-        cols = list(zip(*rows))
-        return cls(excl + base, sizes, list(chain.from_iterable(b.queue_offsets for b in batches)), store_ts,
-                   cols[0], cols[1], cols[4], cols[13], cols[14], cols[15], cols[16])
+        if len(batches) == 1:
+            cols = [tuple(c) for c in batches[0].columns]
+        else:
+            cols = [tuple(chain.from_iterable(c)) for c in zip(*(b.columns for b in batches))]
+        return cls(excl + base, sizes, list(chain.from_iterable(b.queue_offsets for b in batches)), store_ts, *cols)
 
 
 class Sink(Protocol):
@@ -169,14 +174,27 @@ class IndexSink:
 
 
 class Dispatcher:
+    """The dispatch thread and its bounded hand-off queue.
+
+    ``submit`` is called by the CommitLog *inside its put lock*, so batches enter the queue in
+    log order (two producers' batches for one queue must reach the consume queue in offset
+    order) and the queue has a single writer: a deque append and a counter, no lock.  The
+    thread sleeps on an event only when the queue is empty, so under load producers never
+    signal it.  When it falls ``max_pending`` messages behind, ``submit`` waits: back-pressure.
+    """
+
     def __init__(self, sinks: list[Sink], *, max_pending_messages: int):
         self._sinks = sinks
         self._max_pending = max_pending_messages
         self._queue: deque[AppendedBatch] = deque()
-        self._pending = 0
-        self._submitted = 0
-        self._done = 0
-        self._cond = threading.Condition()
+        self._submitted = 0          # batches / messages handed over (single writer: the put lock)
+        self._submitted_msgs = 0
+        self._done = 0               # batches / messages dispatched (single writer: the thread)
+        self._done_msgs = 0
+        self._wake = threading.Event()
+        self._idle = False
+        self._progress = threading.Condition()
+        self._waiters = 0
         self._stopped = False
         self.failure: BaseException | None = None
         self.dispatched_offset = 0
@@ -193,61 +211,86 @@ class Dispatcher:
         self.dispatched_offset = max(self.dispatched_offset, batch.end_offset)
 
     def submit(self, batch: AppendedBatch, *, timeout_s: float = 30.0) -> None:
-        n = len(batch.sizes)
-        with self._cond:
-            if self._pending + n > self._max_pending and self._pending:
-                if not self._cond.wait_for(lambda: self._pending + n <= self._max_pending or self._stopped
-                                           or self.failure is not None, timeout_s):
-                    raise TimeoutError(f"dispatcher is {self._pending} messages behind for {timeout_s}s")
-            self._queue.append(batch)
-            self._pending += n
-            self._submitted += 1
-            self._cond.notify_all()
+        """Queue *batch* (caller holds the put lock, so calls arrive in log order)."""
+        if self.failure is not None:
+            raise RuntimeError("the dispatcher stopped on an error") from self.failure
+        self._queue.append(batch)
+        self._submitted += 1
+        self._submitted_msgs += len(batch.sizes)
+        if self._idle:
+            self._wake.set()
+        if self._submitted_msgs - self._done_msgs > self._max_pending:
+            self._wait_for(lambda: self._submitted_msgs - self._done_msgs <= self._max_pending, timeout_s,
+                           f"the dispatcher is more than {self._max_pending} messages behind")
 
     def wait_dispatched(self, timeout_s: float = 60.0) -> bool:
         """Wait until everything submitted before this call has reached every sink."""
-        with self._cond:
-            target = self._submitted
-            ok = self._cond.wait_for(lambda: self._done >= target or self.failure is not None, timeout_s)
+        target = self._submitted
+        try:
+            self._wait_for(lambda: self._done >= target, timeout_s, "")
+        except TimeoutError:
+            return False
+        return True
+
+    def _wait_for(self, predicate, timeout_s: float, what: str) -> None:
+        with self._progress:
+            self._waiters += 1
+            try:
+                ok = self._progress.wait_for(lambda: predicate() or self.failure is not None or self._stopped,
+                                             timeout_s)
+            finally:
+                self._waiters -= 1
         if self.failure is not None:
             raise RuntimeError("the dispatcher stopped on an error") from self.failure
-        return ok
+        if not ok:
+            raise TimeoutError(f"{what} after {timeout_s}s" if what else f"not dispatched after {timeout_s}s")
 
     @property
     def lag_messages(self) -> int:
-        return self._pending
+        return self._submitted_msgs - self._done_msgs
 
     def _loop(self) -> None:
+        queue = self._queue
         while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._stopped)
-                if not self._queue and self._stopped:
+            if not queue:
+                self._idle = True
+                if not queue and not self._stopped:
+                    self._wake.wait()
+                    self._wake.clear()
+                    time.sleep(GATHER_S)
+                self._idle = False
+                if not queue and self._stopped:
                     return
-                batches = []
-                count = 0
-                while self._queue and count < MAX_DRAIN_MESSAGES:
-                    b = self._queue.popleft()
-                    batches.append(b)
-                    count += len(b.sizes)
+            batches = []
+            count = 0
+            while queue and count < MAX_DRAIN_MESSAGES:
+                b = queue.popleft()
+                batches.append(b)
+                count += len(b.sizes)
+            if not batches:
+                continue
             try:
                 batch = DispatchBatch.from_appended(batches)
                 for sink in self._sinks:
                     sink.dispatch(batch)
             except BaseException as exc:   # derived state is now behind the log: stop loudly
                 log.exception("dispatch failed; consume queues and index stop here until restart")
-                with self._cond:
-                    self.failure = exc
-                    self._cond.notify_all()
+                self.failure = exc
+                self._notify()
                 return
-            with self._cond:
-                self.dispatched_offset = batch.end_offset
-                self._pending -= count
-                self._done += len(batches)
-                self._cond.notify_all()
+            self.dispatched_offset = batch.end_offset
+            self._done_msgs += count
+            self._done += len(batches)
+            if self._waiters:
+                self._notify()
+
+    def _notify(self) -> None:
+        with self._progress:
+            self._progress.notify_all()
 
     def shutdown(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
+        self._stopped = True
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=60)
+        self._notify()

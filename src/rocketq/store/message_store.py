@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from itertools import accumulate
 from pathlib import Path
 
 from rocketq.common.message import Message
@@ -28,12 +29,14 @@ from rocketq.common.msgid import HostAddress, decode_offset_msg_id, offset_msg_i
 from rocketq.common.sysflag import SCHEDULE_TOPIC
 from rocketq.store.allocator import AllocateService
 from rocketq.store.checkpoint import CheckpointFile
-from rocketq.store.commitlog import CommitLog, prepare
+from rocketq.store.commitlog import CommitLog
 from rocketq.store.config import SYNC_FLUSH, StoreConfig
+from rocketq.store.config_files import write_json
 from rocketq.store.consume_queue import BLANK_SIZE, ConsumeQueue
 from rocketq.store.dispatcher import ConsumeQueueSink, Dispatcher, IndexSink
 from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlushService
 from rocketq.store.mapped_file import MappedFile
+from rocketq.store.prepare import prepare_batch, prepare_one
 from rocketq.store.reads import QueueReader
 from rocketq.store.record import StoredMessage
 from rocketq.store.recovery import RecoveryReport, recover_commitlog, redispatch
@@ -59,6 +62,8 @@ class MessageStore:
         self.running = False
         self.recovery: RecoveryReport | None = None
         self.arrival_listeners: list = []
+        self._delay_level_count = len(self.config.delay_levels_ms)
+        self._msg_id_prefix = offset_msg_id(self.store_host, 0)[:-16]
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -79,6 +84,10 @@ class MessageStore:
         for d in (paths.commitlog, paths.consumequeue, paths.index, paths.config):
             d.mkdir(parents=True, exist_ok=True)
         self.checkpoint = CheckpointFile(paths.checkpoint)
+        write_json(paths.geometry, {"commitlogFileSize": cfg.commitlog_file_size,
+                                    "consumeQueueEntries": cfg.consume_queue_entries,
+                                    "indexSlots": cfg.index_slots, "indexMaxEntries": cfg.index_max_entries,
+                                    "messageIndexEnable": cfg.message_index_enable})
         pool = None
         if cfg.transient_store_pool_enable:
             pool = TransientStorePool(cfg.transient_store_pool_size, cfg.commitlog_file_size)
@@ -233,32 +242,38 @@ class MessageStore:
     # -- writing -----------------------------------------------------------------------------
 
     def put_message(self, msg: Message) -> PutMessageResult:
-        result = self.put_messages([msg])
-        return result[0]
+        if not self.running:
+            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running")
+        try:
+            row = prepare_one(msg, max_message_size=self.config.max_message_size, delay_levels=self._delay_level_count)
+            appended = self.commitlog.append_one(row, clock=self._clock, on_appended=self.dispatcher.submit)
+        except PutError as exc:
+            return PutMessageResult(exc.status, error=exc.reason)
+        status = PutStatus.PUT_OK
+        phy, size = appended.first_offset, appended.sizes[0]
+        if self.group_commit is not None and not self.group_commit.wait_flushed(phy + size):
+            status = PutStatus.FLUSH_DISK_TIMEOUT
+        return PutMessageResult(status, self._msg_id_prefix + f"{phy:016X}", phy, appended.queue_offsets[0], row[2],
+                                size, appended.store_timestamp)
 
     def put_messages(self, msgs: list[Message]) -> BatchPutResult:
         """Append *msgs* as one batch under one lock: all are stored, or none (with the reason)."""
         if not self.running:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=len(msgs))
-        cfg = self.config
-        levels = len(cfg.delay_levels_ms)
+        if not msgs:
+            return BatchPutResult(PutStatus.PUT_OK)
         try:
-            prepared = [prepare(m, max_message_size=cfg.max_message_size, delay_levels=levels) for m in msgs]
-            if not prepared:
-                return BatchPutResult(PutStatus.PUT_OK)
-            batch = self.commitlog.append(prepared, clock=self._clock)
+            prepared = prepare_batch(msgs, max_message_size=self.config.max_message_size,
+                                     delay_levels=self._delay_level_count)
+            batch = self.commitlog.append(prepared, clock=self._clock, on_appended=self.dispatcher.submit)
         except PutError as exc:
             return BatchPutResult(exc.status, error=exc.reason, count=len(msgs))
-        self.dispatcher.submit(batch)
         status = PutStatus.PUT_OK
         if self.group_commit is not None and not self.group_commit.wait_flushed(batch.end_offset):
             status = PutStatus.FLUSH_DISK_TIMEOUT
-        offsets, pos = [], batch.first_offset
-        for size in batch.sizes:
-            offsets.append(pos)
-            pos += size
+        offsets = list(accumulate(batch.sizes[:-1], initial=batch.first_offset))
         return BatchPutResult(status, offsets=offsets, sizes=batch.sizes, queue_offsets=batch.queue_offsets,
-                              queue_ids=[p[1] for p in prepared], store_host=self.store_host,
+                              queue_ids=prepared.queue_ids, store_host=self.store_host,
                               store_timestamp=batch.store_timestamp)
 
     # -- consume queues ----------------------------------------------------------------------

@@ -167,10 +167,10 @@ def parse_rows(buf, base_offset: int, positions: np.ndarray, sizes: np.ndarray) 
         magic = h[1]
         tlen = buf[q] if magic == MAGIC_V1 else int.from_bytes(buf[q:q + 2], "big")
         q += 1 if magic == MAGIC_V1 else 2
-        topic = bytes(buf[q:q + tlen]).decode()
+        topic = bytes(buf[q:q + tlen]).decode(errors="replace")
         q += tlen
         plen = int.from_bytes(buf[q:q + 2], "big")
-        text = bytes(buf[q + 2:q + 2 + plen]).decode()
+        text = bytes(buf[q + 2:q + 2 + plen]).decode(errors="replace")
         pr = decode_properties(text)
         topics.append(topic); qids.append(h[3]); flags.append(sys_flag); qoffs.append(h[5]); ts.append(h[11])
         tags.append(pr.get(PROPERTY_TAGS)); keys.append(pr.get(PROPERTY_KEYS)); uniqs.append(pr.get(PROPERTY_UNIQ_KEY))

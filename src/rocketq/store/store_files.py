@@ -37,6 +37,7 @@ class StorePaths:
         self.lock = self.root / "lock"
         self.config = self.root / "config"
         self.delay_offset = self.config / "delayOffset.json"
+        self.geometry = self.config / "storeGeometry.json"   # rocketq's: file sizes, for offline tools
 
     def check_is_store(self) -> None:
         """Refuse a path that exists but is clearly something else (a file, or a foreign directory)."""
