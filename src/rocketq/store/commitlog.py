@@ -210,7 +210,10 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos + size > mf.wrote:
             return None
-        return mf.read(pos, size)
+        try:
+            return mf.read(pos, size)
+        except ValueError:      # the segment was deleted by expiry while we were reading
+            return None
 
     def store_time_of(self, offset: int, size: int) -> int | None:
         head = self.read(offset, 72)

@@ -130,10 +130,16 @@ class MappedFile:
         return self.committed // OS_PAGE_SIZE - self.flushed // OS_PAGE_SIZE
 
     def warm(self) -> None:
-        """Fault every page in now, off the hot path (numpy's strided store releases the GIL)."""
-        view = np.frombuffer(self._mm, dtype=np.uint8)
-        view[::OS_PAGE_SIZE] = 0
-        del view
+        """Fault in every page past the written data now, so appends do not pay for page faults.
+
+        Writes a zero into each page that holds no data yet (whole pages after the write
+        position only, so nothing written is touched); numpy's strided store runs without the GIL.
+        """
+        start = -(-self.wrote // OS_PAGE_SIZE) * OS_PAGE_SIZE
+        if start < self.file_size:
+            view = np.frombuffer(self._mm, dtype=np.uint8)
+            view[start::OS_PAGE_SIZE] = 0
+            del view
 
     # -- reading -----------------------------------------------------------------------------
 

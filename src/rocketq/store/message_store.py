@@ -29,6 +29,7 @@ from rocketq.common.msgid import HostAddress, decode_offset_msg_id, offset_msg_i
 from rocketq.common.sysflag import SCHEDULE_TOPIC
 from rocketq.store.allocator import AllocateService
 from rocketq.store.checkpoint import CheckpointFile
+from rocketq.store.cleaner import Cleaner
 from rocketq.store.commitlog import CommitLog
 from rocketq.store.config import SYNC_FLUSH, StoreConfig
 from rocketq.store.config_files import write_json
@@ -111,6 +112,8 @@ class MessageStore:
             sinks.append(IndexSink(self.index))
         self.dispatcher = Dispatcher(sinks, max_pending_messages=cfg.dispatch_queue_max_messages)
         self.recovery = self._recover(abnormal)
+        if cfg.warm_mapped_file_enable:
+            self.commitlog.files.last_for_append().warm()
         create_abort_marker(paths.abort)
         self._start_services()
         self.running = True
@@ -165,6 +168,9 @@ class MessageStore:
         self.schedule = ScheduleService(self, self.paths.delay_offset, cfg.delay_levels_ms,
                                         poll_interval_ms=cfg.schedule_poll_interval_ms, clock=self._clock)
         self.schedule.load()
+        self.cleaner = Cleaner(self, interval_ms=cfg.clean_resource_interval_ms,
+                               reserved_hours=cfg.file_reserved_time_hours, delete_when=cfg.delete_when,
+                               max_used_ratio=cfg.disk_max_used_space_ratio, clock=self._clock)
         self._logics_stop = threading.Event()
         self._logics_thread = threading.Thread(target=self._logics_flush_loop, name="rocketq-flush-cq", daemon=True)
         self.dispatcher.start(self.dispatcher.dispatched_offset)
@@ -173,11 +179,13 @@ class MessageStore:
                 svc.start()
         self._logics_thread.start()
         self.schedule.start()
+        self.cleaner.start()
 
     def shutdown(self) -> None:
         if not self.running:
             return
         self.running = False
+        self.cleaner.shutdown()
         self.schedule.shutdown()
         self.dispatcher.wait_dispatched(timeout_s=60)
         self.dispatcher.shutdown()
@@ -277,6 +285,13 @@ class MessageStore:
                               store_timestamp=batch.store_timestamp)
 
     # -- consume queues ----------------------------------------------------------------------
+
+    def consume_queues(self) -> dict[tuple[str, int], ConsumeQueue]:
+        return dict(self._queues)
+
+    def delete_expired_files(self) -> int:
+        """Run one expiry round now, whatever the hour (RocketMQ's manual delete)."""
+        return self.cleaner.run_once(force=True)
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self._queues.get((topic, queue_id))
