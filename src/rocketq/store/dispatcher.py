@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 MAX_DRAIN_MESSAGES = 65_536
 # After waking on an idle queue the dispatcher lets producers add more for this long, so that a
 # stream of single puts is dispatched in groups (RocketMQ's reput thread also naps 1 ms).
-GATHER_S = 0.0005
+GATHER_S = 0.001
 NOT_CONSUMABLE = 0x4          # PREPARED (0x4) and ROLLBACK (0xC) share this bit; COMMIT (0x8) does not
 ROLLBACK = 0xC
 
