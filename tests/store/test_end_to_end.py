@@ -10,7 +10,7 @@ from rocketq.store.tools import rebuild_store, verify_store
 
 def small_config(path: Path, **kw) -> StoreConfig:
     base = dict(store_path=path, commitlog_file_size=64 * 1024, consume_queue_entries=100,
-                index_slots=101, index_max_entries=400, message_index_enable=False)
+                index_slots=101, index_max_entries=400)
     base.update(kw)
     return StoreConfig(**base)
 
@@ -62,3 +62,35 @@ def test_flipped_body_byte_is_reported_with_file_and_offset(tmp_path):
     report = verify_store(tmp_path)
     assert not report.ok
     assert "00000000000000000000" in report.problems[0] and "offset 0" in report.problems[0]
+
+
+def test_query_by_key_and_unique_key_across_index_files(tmp_path):
+    cfg = small_config(tmp_path, index_max_entries=50)      # forces several index files
+    with MessageStore(cfg) as store:
+        for i in range(120):
+            store.put_message(Message(topic="T", body=b"x", keys=[f"k{i}", "common"],
+                                      properties={"UNIQ_KEY": f"U{i:04d}"}))
+        store.wait_dispatched()
+        assert len(list((tmp_path / "index").iterdir())) >= 4
+        assert [m.body for m in store.query_by_key("T", "k77")] == [b"x"]
+        assert store.query_by_key("T", "U0077")[0].queue_offset == 77
+        newest = store.query_by_key("T", "common", max_num=5)
+        assert [m.queue_offset for m in newest] == [119, 118, 117, 116, 115]
+        assert store.query_by_key("Other", "k77") == []
+    assert verify_store(tmp_path).ok
+
+
+def test_index_file_golden_bytes(tmp_path):
+    from rocketq.store.index_file import IndexFile
+    import numpy as np
+    f = IndexFile(tmp_path / "20260101000000000", 7, 10, create=True)
+    # Java "T#k1".hashCode() = 2539445 -> slot 2539445 % 7 = 6 (and 2539452 % 7 = 6: a chain)
+    f.put(np.array([2539445, 2539445 + 7]), np.array([100, 200]), np.array([5_000, 7_500]))
+    f.close()
+    raw = (tmp_path / "20260101000000000").read_bytes()
+    assert raw[:40] == (5000).to_bytes(8, "big") + (7500).to_bytes(8, "big") + (100).to_bytes(8, "big") \
+        + (200).to_bytes(8, "big") + (1).to_bytes(4, "big") + (3).to_bytes(4, "big")
+    assert raw[40 + 6 * 4:40 + 7 * 4] == (2).to_bytes(4, "big")          # slot 6 -> newest entry 2
+    entry2 = raw[40 + 7 * 4 + 2 * 20:40 + 7 * 4 + 3 * 20]
+    assert entry2 == (2539452).to_bytes(4, "big") + (200).to_bytes(8, "big") + (2).to_bytes(4, "big") \
+        + (1).to_bytes(4, "big")                                         # tdiff 2 s, prev = entry 1
