@@ -71,6 +71,12 @@ class _Service:
 
 
 class GroupCommitService(_Service):
+    """Producers wait on ``_done``; only the flush thread waits on the service's own condition.
+
+    Two conditions keep a producer's request from waking the other 63 producers (a thundering
+    herd that would cost more than the fsync it is trying to share).
+    """
+
     name = "group-commit"
 
     def __init__(self, flush: Callable[[], int], timeout_ms: int):
@@ -78,36 +84,80 @@ class GroupCommitService(_Service):
         self._flush = flush
         self._timeout_s = timeout_ms / 1000
         self._requested = 0
+        self._done = threading.Condition(threading.Lock())
+        self._async_waiters: list = []
         self.flushed = 0
         self.broken = False
 
     def wait_flushed(self, offset: int) -> bool:
         """Block until bytes before *offset* are on disk; False on timeout."""
+        if self.flushed >= offset:
+            return True
+        if offset > self._requested:
+            with self._cond:
+                if offset > self._requested:
+                    self._requested = offset
+                    self._cond.notify()
+        with self._done:
+            ok = self._done.wait_for(lambda: self.flushed >= offset or self.broken, self._timeout_s)
+        return ok and not self.broken
+
+    def wait_flushed_future(self, offset: int, loop) -> "asyncio.Future[bool]":
+        """An asyncio future (of *loop*) that resolves True once *offset* is flushed.
+
+        The flush thread resolves all futures of a loop with one ``call_soon_threadsafe``, so an
+        event loop with thousands of producers pays one wake-up per fsync, not one per producer.
+        """
+        fut = loop.create_future()
+        if self.flushed >= offset:
+            fut.set_result(True)
+            return fut
         with self._cond:
-            if self.flushed >= offset:
-                return True
+            self._async_waiters.append((offset, loop, fut))
             if offset > self._requested:
                 self._requested = offset
-                self._cond.notify_all()
-            return self._cond.wait_for(lambda: self.flushed >= offset or self.broken, self._timeout_s) \
-                and not self.broken
+            self._cond.notify()
+        return fut
 
     def _run_once(self) -> None:
         with self._cond:
             self._cond.wait_for(lambda: self._requested > self.flushed or self._stopped, 10.0)
         flushed = self._flush()
-        with self._cond:
+        with self._done:
             if flushed > self.flushed:
                 self.flushed = flushed
-            self._cond.notify_all()
+            self._done.notify_all()
+        self._resolve_async(flushed)
+
+    def _resolve_async(self, flushed: int, *, result: bool = True) -> None:
+        with self._cond:
+            ready = [w for w in self._async_waiters if w[0] <= flushed or not result]
+            if ready:
+                self._async_waiters = [w for w in self._async_waiters if not (w[0] <= flushed or not result)]
+        by_loop: dict = {}
+        for _offset, loop, fut in ready:
+            by_loop.setdefault(loop, []).append(fut)
+        for loop, futs in by_loop.items():
+            loop.call_soon_threadsafe(_resolve_all, futs, result)
 
     def _final(self) -> None:
         self.flushed = max(self.flushed, self._flush())
+        with self._done:
+            self._done.notify_all()
+        self._resolve_async(self.flushed)
+        self._resolve_async(self.flushed, result=False)
 
     def _failed(self) -> None:
-        with self._cond:
+        with self._done:
             self.broken = True
-            self._cond.notify_all()
+            self._done.notify_all()
+        self._resolve_async(0, result=False)
+
+
+def _resolve_all(futures, result: bool) -> None:
+    for fut in futures:
+        if not fut.done():
+            fut.set_result(result)
 
 
 class PeriodicFlushService(_Service):

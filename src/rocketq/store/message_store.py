@@ -250,6 +250,29 @@ class MessageStore:
     # -- writing -----------------------------------------------------------------------------
 
     def put_message(self, msg: Message) -> PutMessageResult:
+        result = self._append_one(msg)
+        if self.group_commit is not None and result.status == PutStatus.PUT_OK \
+                and not self.group_commit.wait_flushed(result.physical_offset + result.wrote_bytes):
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+    async def put_message_async(self, msg: Message) -> PutMessageResult:
+        """``put_message`` for an asyncio producer: under SYNC_FLUSH it awaits the group commit
+        instead of blocking the event loop (one wake-up per fsync for all of a loop's producers)."""
+        import asyncio
+        result = self._append_one(msg)
+        if self.group_commit is not None and result.status == PutStatus.PUT_OK:
+            fut = self.group_commit.wait_flushed_future(result.physical_offset + result.wrote_bytes,
+                                                        asyncio.get_running_loop())
+            try:
+                ok = await asyncio.wait_for(fut, self.config.sync_flush_timeout_ms / 1000)
+            except asyncio.TimeoutError:
+                ok = False
+            if not ok:
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+    def _append_one(self, msg: Message) -> PutMessageResult:
         if not self.running:
             return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running")
         try:
@@ -257,12 +280,9 @@ class MessageStore:
             appended = self.commitlog.append_one(row, clock=self._clock, on_appended=self.dispatcher.submit)
         except PutError as exc:
             return PutMessageResult(exc.status, error=exc.reason)
-        status = PutStatus.PUT_OK
-        phy, size = appended.first_offset, appended.sizes[0]
-        if self.group_commit is not None and not self.group_commit.wait_flushed(phy + size):
-            status = PutStatus.FLUSH_DISK_TIMEOUT
-        return PutMessageResult(status, self._msg_id_prefix + f"{phy:016X}", phy, appended.queue_offsets[0], row[2],
-                                size, appended.store_timestamp)
+        phy = appended.first_offset
+        return PutMessageResult(PutStatus.PUT_OK, self._msg_id_prefix + f"{phy:016X}", phy, appended.queue_offsets[0],
+                                row[2], appended.sizes[0], appended.store_timestamp)
 
     def put_messages(self, msgs: list[Message]) -> BatchPutResult:
         """Append *msgs* as one batch under one lock: all are stored, or none (with the reason)."""
