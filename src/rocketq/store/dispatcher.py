@@ -152,19 +152,20 @@ class IndexSink:
 
     def dispatch(self, batch: DispatchBatch) -> None:
         keys, uniqs, topics, flags = batch.keys, batch.uniq_keys, batch.topics, batch.sys_flags
+        n = len(topics)
+        if (topics.count(topics[0]) == n and uniqs.count(None) == n and None not in keys
+                and not any(f & ROLLBACK == ROLLBACK for f in flags) and " " not in "".join(keys)):
+            # the common shape: one topic, one key per message, no unique keys
+            self._index.put_batch(list(keys), batch.phys, batch.store_ts, prefix=topics[0] + "#")
+            return
         full: list[str] = []
         rows: list[int] = []
         for i, (topic, k, u, f) in enumerate(zip(topics, keys, uniqs, flags)):
             if f & ROLLBACK == ROLLBACK:
                 continue
-            if k:
-                if " " in k:
-                    for word in k.split():
-                        full.append(f"{topic}#{word}")
-                        rows.append(i)
-                else:
-                    full.append(f"{topic}#{k}")
-                    rows.append(i)
+            for word in (k.split() if k else ()):
+                full.append(f"{topic}#{word}")
+                rows.append(i)
             if u:
                 full.append(f"{topic}#{u}")
                 rows.append(i)

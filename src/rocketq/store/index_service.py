@@ -71,11 +71,12 @@ class IndexService:
         self.files.append(f)
         return f
 
-    def put_batch(self, keys: list[str], phy_offsets: np.ndarray, store_ts: np.ndarray) -> None:
+    def put_batch(self, keys: list[str], phy_offsets: np.ndarray, store_ts: np.ndarray, *, prefix: str = "") -> None:
+        """Index ``prefix + key`` for each key (the prefix is folded into the hash, not concatenated)."""
         if not keys:
             return
         floor = self.max_phy_offset
-        hashes = index_hash_many(keys)
+        hashes = index_hash_many(keys, prefix)
         phy_offsets = np.asarray(phy_offsets, dtype=np.int64)
         store_ts = np.asarray(store_ts, dtype=np.int64)
         if floor >= 0:

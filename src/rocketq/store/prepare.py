@@ -10,11 +10,11 @@ per-message path, :func:`prepare_one`; both produce the same :class:`PreparedBat
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import replace
 from itertools import repeat
 from operator import attrgetter
 
+from rocketq.common.crc import body_crc, body_crcs
 from rocketq.common.message import Message
 from rocketq.common.properties import IllegalPropertyError, check_separators
 from rocketq.common.sysflag import (BORNHOST_V6, PROPERTY_KEYS, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
@@ -25,7 +25,6 @@ from rocketq.store.record import MAX_PROPERTIES_BYTES
 from rocketq.store.results import PutError, PutStatus
 
 MAX_QUEUE_ID = (1 << 31) - 1
-_CRC_MASK = 0x7FFFFFFF
 _ATTRS = attrgetter("topic", "body", "queue_id", "tags", "keys", "properties", "flag", "sys_flag",
                     "born_timestamp", "born_host", "reconsume_times", "prepared_transaction_offset", "delay_level")
 _TAGS_KEYS = "TAGS\x01{}\x02KEYS\x01{}\x02".format
@@ -82,7 +81,7 @@ def prepare_batch(msgs: list[Message], *, max_message_size: int, delay_levels: i
         topics=list(topics), topic_bs=topic_bs, queue_ids=list(qids), flags=list(flags), sys_flags=list(sys_flags),
         born_ts=list(born_ts), born_ips=[h.ip for h in borns], born_ports=[h.port for h in borns],
         reconsume=list(recons), prepared_offsets=list(preps), bodies=list(bodies),
-        crcs=list(map(_CRC_MASK.__and__, map(zlib.crc32, bodies))), props_bs=props_bs,
+        crcs=body_crcs(bodies, blens), props_bs=props_bs,
         tags=[t or None for t in tags], keys=keys_texts, uniq_keys=list(repeat(None, len(bodies))), props_texts=texts)
 
 
@@ -133,7 +132,7 @@ def prepare_one(m: Message, *, max_message_size: int, delay_levels: int) -> tupl
     if keys is None:
         keys_text = props.get(PROPERTY_KEYS)
     return (topic, topic.encode(), m.queue_id, m.flag, sys_flag, m.born_timestamp, born.ip, born.port,
-            m.reconsume_times, m.prepared_transaction_offset, body, zlib.crc32(body) & _CRC_MASK, props_b,
+            m.reconsume_times, m.prepared_transaction_offset, body, body_crc(body), props_b,
             m.tags or props.get(PROPERTY_TAGS), keys_text, props.get(PROPERTY_UNIQ_KEY), props_text)
 
 

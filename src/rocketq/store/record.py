@@ -33,10 +33,10 @@ what is wrong with a record that does not parse.
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 
+from rocketq.common.crc import body_crc
 from rocketq.common.msgid import HostAddress, offset_msg_id
 from rocketq.common.properties import decode_properties
 from rocketq.common.sysflag import BORNHOST_V6, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, STOREHOST_V6
@@ -77,10 +77,6 @@ def record_struct(born_v6: bool, store_v6: bool, body_len: int, topic_len: int, 
 def record_length(body_len: int, topic_len: int, props_len: int, *, born_v6: bool = False, store_v6: bool = False) -> int:
     """RocketMQ ``calMsgLength``: total bytes of a record with these parts."""
     return header_struct(born_v6, store_v6).size + body_len + 1 + topic_len + 2 + props_len
-
-
-def body_crc(body: bytes) -> int:
-    return zlib.crc32(body) & 0x7FFFFFFF
 
 
 def encode_blank(remaining: int) -> bytes:
@@ -252,7 +248,7 @@ def check_record(buf, pos: int, limit: int, *, offset: int, check_crc: bool = Tr
         raise RecordError(offset, f"lengths add up to {p + 2 + props_len - pos}, TOTALSIZE says {size}")
     if check_crc:
         start = pos + st.size
-        crc = zlib.crc32(buf[start:start + body_len]) & 0x7FFFFFFF
+        crc = body_crc(buf[start:start + body_len])
         if crc != h[2]:
             raise RecordError(offset, f"body CRC 0x{crc:08X} does not match the stored 0x{h[2]:08X}")
     return size

@@ -10,11 +10,11 @@ whether that is a torn tail (truncate) or corruption (stop).
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
+from rocketq.common.crc import raw_crc32_for
 from rocketq.common.properties import decode_properties
 from rocketq.common.sysflag import BORNHOST_V6, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, STOREHOST_V6
 from rocketq.store.dispatcher import DispatchBatch
@@ -138,7 +138,8 @@ def _first_crc_mismatch(buf, pos, hdr, body_len, u8) -> int | None:
     mv = memoryview(buf)
     try:
         views = map(mv.__getitem__, map(slice, starts.tolist(), (starts + body_len).tolist()))
-        crcs = np.fromiter(map(zlib.crc32, views), dtype=np.int64, count=len(pos))
+        crc32 = raw_crc32_for(int(body_len.max()))
+        crcs = np.fromiter(map(crc32, views), dtype=np.int64, count=len(pos))
     finally:
         mv.release()
     bad = np.flatnonzero((crcs & 0x7FFFFFFF) != stored)
