@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 OS_PAGE_SIZE = 4096
+ZERO_CHUNK_BYTES = 1 << 20
 FILE_NAME_DIGITS = 20
 
 
@@ -163,13 +164,27 @@ class MappedFile:
         """After recovery: everything up to *pos* is valid and on disk."""
         self.wrote = self.committed = self.flushed = pos
 
-    def truncate_tail(self, pos: int) -> None:
-        """Zero [pos, end) and make it the new write position (a torn tail after a crash)."""
-        if pos < self.file_size:
-            view = np.frombuffer(self._mm, dtype=np.uint8)
-            view[pos:] = 0
+    def truncate_tail(self, pos: int) -> int:
+        """Make *pos* the write position and zero the stale bytes after it; returns bytes zeroed.
+
+        Zeroes chunk by chunk and stops at the first chunk that is already all zeros: stale data
+        after a torn write is at most one batch long, and rewriting a whole untouched segment
+        would fault in every page of it.
+        """
+        start = pos
+        view = np.frombuffer(self._mm, dtype=np.uint8)
+        try:
+            while pos < self.file_size:
+                end = min(self.file_size, pos + ZERO_CHUNK_BYTES)
+                chunk = view[pos:end]
+                if not chunk.any():
+                    break
+                chunk[:] = 0
+                pos = end
+        finally:
             del view
-        self.set_positions(pos)
+        self.set_positions(start)
+        return pos - start
 
     def close(self, *, flush: bool = True) -> None:
         if self.closed:

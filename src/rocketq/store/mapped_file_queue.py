@@ -144,15 +144,23 @@ class MappedFileQueue:
 
     # -- shrinking ---------------------------------------------------------------------------
 
-    def truncate(self, offset: int) -> None:
-        """Drop everything at and after *offset*: later segments are deleted, the one holding it cut."""
+    def truncate(self, offset: int, *, zero_tail: bool = True) -> None:
+        """Drop everything at and after *offset*: later segments are deleted, the one holding it cut.
+
+        *zero_tail* zeroes the rest of the cut segment, so a later scan cannot mistake stale bytes
+        for data; the CommitLog passes False and zeroes only the garbage it found (a 1 GiB segment
+        would otherwise be rewritten in full).
+        """
         keep = []
         for mf in self.files:
             end = mf.file_from_offset + self.file_size
             if end <= offset:
                 keep.append(mf)
             elif mf.file_from_offset <= offset:
-                mf.truncate_tail(offset - mf.file_from_offset)
+                if zero_tail:
+                    mf.truncate_tail(offset - mf.file_from_offset)
+                else:
+                    mf.set_positions(offset - mf.file_from_offset)
                 keep.append(mf)
             else:
                 log.warning("recovery: deleting %s, past the last valid offset %d", mf.path, offset)

@@ -45,6 +45,9 @@ class QueueReader:
         units = cq.get_units(offset, max_count)
         if len(units) == 0:
             return GetMessageResult(GetStatus.OFFSET_FOUND_NULL, [], offset + 1, lo, hi)
+        fast = self._contiguous(units, tag_codes, max_bytes)
+        if fast is not None:
+            return GetMessageResult(GetStatus.FOUND, fast, offset + len(fast), lo, hi)
         read = self._log.read
         log_min = self._log.min_offset()
         messages = []
@@ -73,3 +76,26 @@ class QueueReader:
         else:
             status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
         return GetMessageResult(status, messages, offset + consumed, lo, hi)
+
+    def _contiguous(self, units, tag_codes, max_bytes) -> list | None:
+        """The common case - units pointing at back-to-back records, no filter - with one read.
+
+        Returns None when the general path is needed (gaps, blanks, a tag filter, too many bytes,
+        records spanning segments or already expired).
+        """
+        if tag_codes is not None:
+            return None
+        phys = units["phy"]
+        sizes = units["size"]
+        first = int(phys[0])
+        end = int(phys[-1]) + int(sizes[-1])
+        if end - first > max_bytes or first < self._log.min_offset():
+            return None
+        if len(units) > 1 and not (phys[1:] == phys[:-1] + sizes[:-1]).all():
+            return None
+        blob = self._log.read(first, end - first)
+        if blob is None:
+            return None
+        cuts = (phys - first).tolist()
+        cuts.append(end - first)
+        return list(map(StoredMessage, map(blob.__getitem__, map(slice, cuts[:-1], cuts[1:]))))

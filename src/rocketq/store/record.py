@@ -74,6 +74,9 @@ def record_struct(born_v6: bool, store_v6: bool, body_len: int, topic_len: int, 
     return struct.Struct(f"{_header_format(born_v6, store_v6)}{body_len}sB{topic_len}sH{props_len}s")
 
 
+_HEADER_V4 = header_struct(False, False)
+
+
 def record_length(body_len: int, topic_len: int, props_len: int, *, born_v6: bool = False, store_v6: bool = False) -> int:
     """RocketMQ ``calMsgLength``: total bytes of a record with these parts."""
     return header_struct(born_v6, store_v6).size + body_len + 1 + topic_len + 2 + props_len
@@ -127,8 +130,8 @@ class StoredMessage:
 
     def __init__(self, raw: bytes):
         self.raw = raw
-        sys_flag = int.from_bytes(raw[36:40], "big", signed=True)
-        st = header_struct(bool(sys_flag & BORNHOST_V6), bool(sys_flag & STOREHOST_V6))
+        v6 = raw[39] & (BORNHOST_V6 | STOREHOST_V6)     # low byte of SYSFLAG
+        st = _HEADER_V4 if not v6 else header_struct(bool(v6 & BORNHOST_V6), bool(v6 & STOREHOST_V6))
         self._h = st.unpack_from(raw, 0)
         self._tail = st.size + self._h[-1]
         self._props = None

@@ -23,8 +23,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import numpy as np
-
 from rocketq.store.checkpoint import Checkpoint
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
@@ -33,7 +31,6 @@ from rocketq.store.scan import SegmentScan, parse_rows, scan_segment
 log = logging.getLogger(__name__)
 
 NORMAL_RECOVERY_FILES = 3
-ZERO_CHUNK_BYTES = 4 << 20
 REDISPATCH_CHUNK_RECORDS = 50_000
 
 
@@ -109,31 +106,15 @@ def _cut_after(files: MappedFileQueue, mf: MappedFile, result: SegmentScan, inde
     if result.error is not None:
         log.warning("recovery: torn tail in %s at offset %d (%s); cutting the log there",
                     mf.path, result.error.offset, result.error.reason)
-        cut = _zero_garbage(mf, result.end)
-    mf.set_positions(result.end)
+        cut = mf.truncate_tail(result.end)
+    else:
+        mf.set_positions(result.end)
     for later in files.files[index + 1:]:
         if later.read(0, 8) != bytes(8):
             log.warning("recovery: deleting %s, which follows the end of valid data", later.path)
             cut += files.file_size
-    files.truncate(mf.file_from_offset + result.end)
+    files.truncate(mf.file_from_offset + result.end, zero_tail=False)
     return cut
-
-
-def _zero_garbage(mf: MappedFile, pos: int) -> int:
-    """Zero from *pos* until a whole chunk is already zero; returns bytes zeroed."""
-    view = np.frombuffer(mf.buffer(), dtype=np.uint8)
-    start = pos
-    try:
-        while pos < mf.file_size:
-            end = min(mf.file_size, pos + ZERO_CHUNK_BYTES)
-            chunk = view[pos:end]
-            if not chunk.any():
-                break
-            chunk[:] = 0
-            pos = end
-    finally:
-        del view
-    return pos - start
 
 
 def redispatch(files: MappedFileQueue, from_offset: int, end_offset: int, dispatch) -> int:
