@@ -49,8 +49,9 @@ class AppendedBatch:
     first_offset: int           # physical offset of the first record
     sizes: list[int]
     queue_offsets: list[int]
-    columns: tuple              # (topics, queue_ids, sys_flags, tags, keys, uniq_keys, props_texts)
+    columns: tuple | None       # (topics, queue_ids, sys_flags, tags, keys, uniq_keys, props_texts)
     store_timestamp: int
+    row: tuple | None = None    # a single message's prepare_one() row instead of columns
 
     @property
     def end_offset(self) -> int:
@@ -131,7 +132,9 @@ class CommitLog:
                            f"a record of {size} bytes does not fit in a {self.file_size}-byte commitlog segment")
         sip, sport = self.store_host
         with self.put_lock:
-            mf = self._segment_for(size)
+            mf = self.files.files[-1] if self.files.files else None
+            if mf is None or mf.wrote + size + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+                mf = self._segment_for(size)
             store_ts = int(clock() * 1000)
             first = mf.file_from_offset + mf.wrote
             if sys_flag & NOT_CONSUMABLE:
@@ -144,8 +147,7 @@ class CommitLog:
                               store_ts, sip, sport, recon, prep_off, blen, body, tlen, topic_b, plen, props_b))
             mf.store_timestamp = store_ts
             self.last_store_timestamp = store_ts
-            appended = AppendedBatch(first, [size], [qoff], ((topic,), (qid,), (sys_flag,), (tags,), (keys,), (uniq,),
-                                                             (props_text,)), store_ts)
+            appended = AppendedBatch(first, [size], [qoff], None, store_ts, row)
             if on_appended is not None:
                 on_appended(appended)
         return appended

@@ -77,11 +77,22 @@ class DispatchBatch:
         starts = np.cumsum([0] + counts[:-1])
         base = np.repeat(np.array([b.first_offset for b in batches], dtype=np.int64) - excl[starts], counts)
         store_ts = np.repeat(np.array([b.store_timestamp for b in batches], dtype=np.int64), counts)
-        if len(batches) == 1:
+        if all(b.row is not None for b in batches):       # a run of single puts
+            rows = list(zip(*(b.row for b in batches)))
+            cols = [rows[i] for i in ROW_COLUMNS]
+        elif len(batches) == 1:
             cols = [tuple(c) for c in batches[0].columns]
         else:
-            cols = [tuple(chain.from_iterable(c)) for c in zip(*(b.columns for b in batches))]
+            cols = [tuple(chain.from_iterable(c)) for c in zip(*(b.columns or _row_columns(b.row) for b in batches))]
         return cls(excl + base, sizes, list(chain.from_iterable(b.queue_offsets for b in batches)), store_ts, *cols)
+
+
+# Positions of (topic, queue id, sysflag, tags, keys, uniq key, properties) in a prepare_one() row.
+ROW_COLUMNS = (0, 2, 4, 13, 14, 15, 16)
+
+
+def _row_columns(row: tuple) -> tuple:
+    return tuple((row[i],) for i in ROW_COLUMNS)
 
 
 class Sink(Protocol):
@@ -258,6 +269,7 @@ class Dispatcher:
                 if not queue and not self._stopped:
                     self._wake.wait()
                     self._wake.clear()
+                    self._idle = False
                     time.sleep(GATHER_S)
                 self._idle = False
                 if not queue and self._stopped:

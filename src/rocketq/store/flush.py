@@ -28,6 +28,8 @@ from rocketq.store.mapped_file import OS_PAGE_SIZE
 
 log = logging.getLogger(__name__)
 
+ASYNC_DEADLINE_CHECK_S = 0.05
+
 
 class _Service:
     name = "service"
@@ -113,7 +115,7 @@ class GroupCommitService(_Service):
             fut.set_result(True)
             return fut
         with self._cond:
-            self._async_waiters.append((offset, loop, fut))
+            self._async_waiters.append((offset, loop, fut, time.monotonic() + self._timeout_s))
             if offset > self._requested:
                 self._requested = offset
             self._cond.notify()
@@ -121,8 +123,9 @@ class GroupCommitService(_Service):
 
     def _run_once(self) -> None:
         with self._cond:
-            self._cond.wait_for(lambda: self._requested > self.flushed or self._stopped, 10.0)
-        flushed = self._flush()
+            self._cond.wait_for(lambda: self._requested > self.flushed or self._stopped,
+                                ASYNC_DEADLINE_CHECK_S if self._async_waiters else 10.0)
+        flushed = self._flush() if self._requested > self.flushed else self.flushed
         with self._done:
             if flushed > self.flushed:
                 self.flushed = flushed
@@ -130,15 +133,26 @@ class GroupCommitService(_Service):
         self._resolve_async(flushed)
 
     def _resolve_async(self, flushed: int, *, result: bool = True) -> None:
+        """Resolve flushed waiters True, expired ones False (``FLUSH_DISK_TIMEOUT``), per loop at once."""
+        now = time.monotonic()
         with self._cond:
-            ready = [w for w in self._async_waiters if w[0] <= flushed or not result]
-            if ready:
-                self._async_waiters = [w for w in self._async_waiters if not (w[0] <= flushed or not result)]
-        by_loop: dict = {}
-        for _offset, loop, fut in ready:
-            by_loop.setdefault(loop, []).append(fut)
-        for loop, futs in by_loop.items():
-            loop.call_soon_threadsafe(_resolve_all, futs, result)
+            if not self._async_waiters:
+                return
+            keep, done, late = [], [], []
+            for w in self._async_waiters:
+                if w[0] <= flushed and result:
+                    done.append(w)
+                elif not result or w[3] <= now:
+                    late.append(w)
+                else:
+                    keep.append(w)
+            self._async_waiters = keep
+        for waiters, value in ((done, True), (late, False)):
+            by_loop: dict = {}
+            for _offset, loop, fut, _deadline in waiters:
+                by_loop.setdefault(loop, []).append(fut)
+            for loop, futs in by_loop.items():
+                loop.call_soon_threadsafe(_resolve_all, futs, value)
 
     def _final(self) -> None:
         self.flushed = max(self.flushed, self._flush())

@@ -262,13 +262,9 @@ class MessageStore:
         import asyncio
         result = self._append_one(msg)
         if self.group_commit is not None and result.status == PutStatus.PUT_OK:
-            fut = self.group_commit.wait_flushed_future(result.physical_offset + result.wrote_bytes,
-                                                        asyncio.get_running_loop())
-            try:
-                ok = await asyncio.wait_for(fut, self.config.sync_flush_timeout_ms / 1000)
-            except asyncio.TimeoutError:
-                ok = False
-            if not ok:
+            # the group-commit thread resolves the future False once syncFlushTimeout has passed
+            if not await self.group_commit.wait_flushed_future(result.physical_offset + result.wrote_bytes,
+                                                               asyncio.get_running_loop()):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
 
