@@ -94,3 +94,23 @@ def test_index_file_golden_bytes(tmp_path):
     entry2 = raw[40 + 7 * 4 + 2 * 20:40 + 7 * 4 + 3 * 20]
     assert entry2 == (2539452).to_bytes(4, "big") + (200).to_bytes(8, "big") + (2).to_bytes(4, "big") \
         + (1).to_bytes(4, "big")                                         # tdiff 2 s, prev = entry 1
+
+
+def test_recovery_is_not_fooled_by_magic_bytes_inside_bodies(tmp_path):
+    import struct
+    magic = bytes.fromhex("DAA320A7")
+    # bodies that contain the record magic, some preceded by a plausible size field
+    bodies = [magic * 3, b"x" + magic + b"y" * 20, struct.pack(">i", 200) + magic + b"z" * 50,
+              b"plain"] * 30
+    cfg = small_config(tmp_path)
+    with MessageStore(cfg) as store:
+        results = [store.put_message(Message(topic="T", body=b, keys=[f"k{i}"])) for i, b in enumerate(bodies)]
+    (tmp_path / "abort").write_bytes(b"0")                  # as after a crash
+    with open(tmp_path / "checkpoint", "r+b") as fh:       # and a checkpoint older than every record
+        fh.write(struct.pack(">7q", 0, 0, 0, 0, 0, 0, 0))
+    with MessageStore(cfg) as store:
+        assert store.recovery.abnormal and store.recovery.truncated_bytes == 0
+        got = [store.read_message(r.physical_offset).body for r in results]
+        assert got == bodies
+        assert store.max_offset("T", 0) == len(bodies)
+    assert verify_store(tmp_path).ok

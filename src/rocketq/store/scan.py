@@ -9,16 +9,22 @@ whether that is a torn tail (truncate) or corruption (stop).
 
 from __future__ import annotations
 
+import logging
+import os
 import struct
+import sys
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from rocketq.common.crc import raw_crc32_for
 from rocketq.common.properties import decode_properties
 from rocketq.common.sysflag import BORNHOST_V6, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, STOREHOST_V6
 from rocketq.store.dispatcher import DispatchBatch
 from rocketq.store.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, RecordError, check_record, header_struct
+
+log = logging.getLogger(__name__)
 
 _INT = struct.Struct(">i")
 _MIN_RECORD = header_struct(False, False).size + 3
@@ -58,14 +64,92 @@ def walk(buf, start: int, limit: int) -> tuple[list[int], list[int], int]:
 
 
 def scan_segment(buf, base_offset: int, start: int, limit: int, *, check_crc: bool) -> SegmentScan:
-    positions, sizes, stop = walk(buf, start, limit)
-    pos_arr = np.array(positions, dtype=np.int64)
-    size_arr = np.array(sizes, dtype=np.int64)
+    pos_arr, size_arr, stop = find_records(buf, start, limit)
     first_bad = _first_invalid(buf, pos_arr, size_arr, base_offset, check_crc)
     if first_bad is not None:
         stop = int(pos_arr[first_bad])
         pos_arr, size_arr = pos_arr[:first_bad], size_arr[:first_bad]
     return _classify_stop(buf, base_offset, stop, limit, pos_arr, size_arr, check_crc)
+
+
+MAGIC_CHUNK_WORDS = 16 << 20
+_MAGIC_V1_NATIVE = int.from_bytes(MAGIC_V1.to_bytes(4, "big"), sys.byteorder)
+
+
+def _magic_positions(buf, start: int, limit: int) -> np.ndarray:
+    """Sorted byte positions p in [start+4, limit) holding the V1 record magic.
+
+    Four native-order uint32 views of the buffer, shifted by 0..3 bytes, cover every alignment;
+    comparing them with the (byte-swapped) magic finds every candidate in a few vectorised passes.
+    V2 records (2-byte topic length, for topics over 127 bytes) are picked up by the chain walk.
+    """
+    found = []
+    for k in range(4):
+        first_word = max(0, (start + 4 - k + 3) // 4)
+        end_word = (limit - k) // 4
+        for w0 in range(first_word, end_word, MAGIC_CHUNK_WORDS):
+            w1 = min(end_word, w0 + MAGIC_CHUNK_WORDS)
+            words = np.frombuffer(buf, dtype="=u4", count=w1 - w0, offset=k + 4 * w0)
+            hits = np.flatnonzero(words == _MAGIC_V1_NATIVE)
+            if len(hits):
+                found.append((hits + w0) * 4 + k)
+    if not found:
+        return np.zeros(0, dtype=np.int64)
+    out = np.concatenate(found).astype(np.int64)
+    out.sort()
+    return out
+
+
+def find_records(buf, start: int, limit: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Record positions and sizes from *start*, following TOTALSIZE from magic candidates.
+
+    Candidates come from :func:`_magic_positions`; the chain ``next = pos + size`` must land on
+    the next candidate.  A candidate inside a record (the magic bytes occurring in a body) is
+    skipped; the walk stops where the chain leads to no candidate (end of data, a blank record,
+    or damage), which the caller then classifies.
+    """
+    starts = _magic_positions(buf, start, limit) - 4
+    if len(starts) == 0 or starts[0] > start:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), start
+    sizes = gather_be(np.frombuffer(buf, dtype=np.uint8), starts, 4, signed=True)
+    ends = starts + sizes
+    sane = (sizes >= _MIN_RECORD) & (ends <= limit)
+    ok = np.zeros(len(starts), dtype=bool)
+    ok[:-1] = ends[:-1] == starts[1:]
+    ok &= sane
+    runs_pos, runs_size = [], []
+    i = int(np.searchsorted(starts, start))
+    stop = start
+    breaks = np.flatnonzero(~ok)
+    while i < len(starts) and starts[i] == stop:
+        if not sane[i]:
+            break
+        b = int(breaks[np.searchsorted(breaks, i)])       # last record of this run (ok is False there)
+        runs_pos.append(starts[i:b + 1])
+        runs_size.append(sizes[i:b + 1])
+        stop = int(ends[b]) if sane[b] else int(starts[b])
+        if not sane[b]:
+            runs_pos[-1], runs_size[-1] = runs_pos[-1][:-1], runs_size[-1][:-1]
+            break
+        i = int(np.searchsorted(starts, stop))
+        if i >= len(starts) or starts[i] != stop:
+            v2 = _v2_record_size(buf, stop, limit)
+            if v2:
+                runs_pos.append(np.array([stop], dtype=np.int64))
+                runs_size.append(np.array([v2], dtype=np.int64))
+                stop += v2
+                i = int(np.searchsorted(starts, stop))
+    if not runs_pos:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), start
+    return np.concatenate(runs_pos), np.concatenate(runs_size), stop
+
+
+def _v2_record_size(buf, pos: int, limit: int) -> int:
+    """Size of a V2-magic record at *pos*, or 0."""
+    if limit - pos < _MIN_RECORD:
+        return 0
+    size, magic = struct.unpack_from(">iI", buf, pos)
+    return size if magic == MAGIC_V2 and _MIN_RECORD <= size <= limit - pos else 0
 
 
 def _classify_stop(buf, base_offset, stop, limit, pos_arr, size_arr, check_crc) -> SegmentScan:
@@ -84,40 +168,54 @@ def _classify_stop(buf, base_offset, stop, limit, pos_arr, size_arr, check_crc) 
     return SegmentScan(pos_arr, size_arr, stop, False, err)
 
 
+# The fixed header of a record with IPv4 hosts (the common case), as one numpy row.
+HEADER_V4_DTYPE = np.dtype([("total", ">i4"), ("magic", ">u4"), ("crc", ">i4"), ("qid", ">i4"), ("flag", ">i4"),
+                            ("qoff", ">i8"), ("phys", ">i8"), ("sysflag", ">i4"), ("born_ts", ">i8"),
+                            ("born_host", "V8"), ("store_ts", ">i8"), ("store_host", "V8"), ("recon", ">i4"),
+                            ("prepared", ">i8"), ("body_len", ">i4")])
+assert HEADER_V4_DTYPE.itemsize == header_struct(False, False).size
+
+
+def read_headers(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The 88-byte fixed headers at every position in *pos*, in one gather."""
+    size = HEADER_V4_DTYPE.itemsize
+    rows = as_strided(u8, shape=(max(0, len(u8) - size + 1), size), strides=(1, 1), writeable=False)
+    return np.ascontiguousarray(rows[np.minimum(pos, len(u8) - size)]).view(HEADER_V4_DTYPE).ravel()
+
+
 def _first_invalid(buf, pos: np.ndarray, sizes: np.ndarray, base: int, check_crc: bool) -> int | None:
-    """Index of the first record failing a check, or None (vectorised header checks, then CRC)."""
+    """Index of the first record failing a check, or None (vectorised header checks, then CRC).
+
+    Records with IPv6 hosts or the V2 magic have other offsets; they are checked one by one.
+    """
     n = len(pos)
     if n == 0:
         return None
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    magic = _gather_be(u8, pos + 4, 4)
-    phys = _gather_be(u8, pos + 28, 8)
-    sysflag = _gather_be(u8, pos + 36, 4)
-    v6 = (sysflag & (BORNHOST_V6 | STOREHOST_V6)) != 0
-    hdr = np.where(v6, 88 + 12 * ((sysflag & BORNHOST_V6) != 0) + 12 * ((sysflag & STOREHOST_V6) != 0), 88)
-    body_len = _gather_be(u8, np.minimum(pos + hdr - 4, pos + sizes - 4), 4, signed=True)
-    topic_pos = pos + hdr + body_len
+    h = read_headers(u8, pos)
+    special = (h["magic"] != MAGIC_V1) | ((h["sysflag"] & (BORNHOST_V6 | STOREHOST_V6)) != 0)
+    body_len = h["body_len"].astype(np.int64)
+    topic_pos = pos + HEADER_V4_DTYPE.itemsize + body_len
     in_rec = (body_len >= 0) & (topic_pos + 3 <= pos + sizes)
-    topic_len = _gather_be(u8, np.where(in_rec, topic_pos, pos), 1)
+    topic_len = gather_be(u8, np.where(in_rec, topic_pos, pos), 1)
     props_pos = topic_pos + 1 + topic_len
-    props_len = _gather_be(u8, np.where(in_rec & (props_pos + 2 <= pos + sizes), props_pos, pos), 2)
-    ok = ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (phys == base + pos) & in_rec \
-        & (props_pos + 2 + props_len == pos + sizes) & (magic == MAGIC_V1)
-    # V2 records (2-byte topic length, only for topics > 127 bytes) are checked one by one below
+    props_len = gather_be(u8, np.where(in_rec & (props_pos + 2 <= pos + sizes), props_pos, pos), 2)
+    ok = (h["phys"] == base + pos) & in_rec & (props_pos + 2 + props_len == pos + sizes)
+    ok |= special
     bad = np.flatnonzero(~ok)
     limit = int(bad[0]) if len(bad) else n
-    if len(bad):
-        for i in bad:
-            if int(magic[i]) == MAGIC_V2 and _v2_ok(buf, int(pos[i]), int(sizes[i]), base):
-                continue
-            limit = int(i)
+    for i in np.flatnonzero(special[:limit]).tolist():
+        try:
+            check_record(buf, int(pos[i]), int(pos[i] + sizes[i]), offset=base + int(pos[i]), check_crc=check_crc)
+        except RecordError:
+            limit = i
             break
-        else:
-            limit = n
     if check_crc:
-        crc_bad = _first_crc_mismatch(buf, pos[:limit], hdr[:limit], body_len[:limit], u8)
+        plain = ~special[:limit]
+        crc_bad = _first_crc_mismatch_parallel(buf, pos[:limit][plain], body_len[:limit][plain],
+                                               h["crc"][:limit][plain].astype(np.int64))
         if crc_bad is not None:
-            return crc_bad
+            return int(np.flatnonzero(plain)[crc_bad])
     return limit if limit < n else None
 
 
@@ -129,16 +227,55 @@ def _v2_ok(buf, pos: int, size: int, base: int) -> bool:
         return False
 
 
-def _first_crc_mismatch(buf, pos, hdr, body_len, u8) -> int | None:
+PARALLEL_CRC_MIN_RECORDS = 200_000
+
+
+def _first_crc_mismatch_parallel(buf, pos, body_len, stored) -> int | None:
+    """:func:`_first_crc_mismatch` on two cores: a forked child checks the second half.
+
+    The CRC pass is one C call per record and the largest part of a recovery scan; the child
+    shares the mapping, computes, writes one int64 to a pipe and exits without touching anything
+    else of the parent's.  Where fork is unavailable or the child fails, the parent does it all.
+    """
+    n = len(pos)
+    if n < PARALLEL_CRC_MIN_RECORDS or not hasattr(os, "fork"):
+        return _first_crc_mismatch(buf, pos, body_len, stored)
+    mid = n // 2
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                    # child: compute, report, leave at once
+        try:
+            found = _first_crc_mismatch(buf, pos[mid:], body_len[mid:], stored[mid:])
+            os.write(w, struct.pack(">q", -1 if found is None else found))
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        first = _first_crc_mismatch(buf, pos[:mid], body_len[:mid], stored[:mid])
+        data = os.read(r, 8)
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    if first is not None:
+        return first
+    if len(data) != 8:
+        log.warning("parallel CRC check failed in the child; checking the second half here")
+        second = _first_crc_mismatch(buf, pos[mid:], body_len[mid:], stored[mid:])
+    else:
+        second = struct.unpack(">q", data)[0]
+        second = None if second < 0 else second
+    return None if second is None else mid + second
+
+
+def _first_crc_mismatch(buf, pos, body_len, stored) -> int | None:
     """Index of the first record whose body CRC is wrong (C-level maps; no Python loop per record)."""
     if len(pos) == 0:
         return None
-    stored = _gather_be(u8, pos + 8, 4)
-    starts = pos + hdr
+    starts = pos + HEADER_V4_DTYPE.itemsize
     mv = memoryview(buf)
     try:
-        views = map(mv.__getitem__, map(slice, starts.tolist(), (starts + body_len).tolist()))
         crc32 = raw_crc32_for(int(body_len.max()))
+        views = map(mv.__getitem__, map(slice, starts.tolist(), (starts + body_len).tolist()))
         crcs = np.fromiter(map(crc32, views), dtype=np.int64, count=len(pos))
     finally:
         mv.release()
@@ -146,13 +283,21 @@ def _first_crc_mismatch(buf, pos, hdr, body_len, u8) -> int | None:
     return int(bad[0]) if len(bad) else None
 
 
-_WIDTH_DTYPE = {1: np.dtype(">u1"), 2: np.dtype(">u2"), 4: np.dtype(">u4"), 8: np.dtype(">i8")}
+def gather_be(u8: np.ndarray, at: np.ndarray, width: int, *, signed: bool = False) -> np.ndarray:
+    """Big-endian integers of *width* bytes at every position in *at*, as int64.
 
-
-def _gather_be(u8: np.ndarray, at: np.ndarray, width: int, *, signed: bool = False) -> np.ndarray:
-    """Big-endian integers of *width* bytes at every position in *at*, as int64 (one gather per field)."""
-    rows = np.take(u8, at[:, None] + np.arange(width))
-    out = rows.view(_WIDTH_DTYPE[width]).ravel().astype(np.int64)
+    4-byte fields come from an overlapping (n, 4) byte view, one row gather per field; 8-byte
+    fields are two 4-byte halves; 1- and 2-byte fields are gathered byte by byte.
+    """
+    if width == 8:
+        return (gather_be(u8, at, 4) << 32) | gather_be(u8, at + 4, 4)
+    if width == 4:
+        rows = as_strided(u8, shape=(max(0, len(u8) - 3), 4), strides=(1, 1), writeable=False)
+        out = rows[at].view(">u4").ravel().astype(np.int64)
+    else:
+        out = np.zeros(len(at), dtype=np.int64)
+        for j in range(width):
+            out = (out << 8) | u8[at + j]
     if signed and width == 4:
         out = np.where(out >= 1 << 31, out - (1 << 32), out)
     return out
