@@ -41,28 +41,6 @@ class SegmentScan:
     error: RecordError | None      # why the walk stopped early, None at clean end of data
 
 
-def walk(buf, start: int, limit: int) -> tuple[list[int], list[int], int]:
-    """Follow TOTALSIZE fields from *start*; returns (positions, sizes, stop position).
-
-    Stops at a size that cannot be a record (zero, negative, too small, past *limit*) without
-    judging it; the checks come after.
-    """
-    unpack = _INT.unpack_from
-    positions: list[int] = []
-    sizes: list[int] = []
-    pos = start
-    end = limit - _MIN_RECORD
-    append_p, append_s = positions.append, sizes.append
-    while pos <= end:
-        size = unpack(buf, pos)[0]
-        if size < _MIN_RECORD or pos + size > limit:
-            break
-        append_p(pos)
-        append_s(size)
-        pos += size
-    return positions, sizes, pos
-
-
 def scan_segment(buf, base_offset: int, start: int, limit: int, *, check_crc: bool) -> SegmentScan:
     pos_arr, size_arr, stop = find_records(buf, start, limit)
     first_bad = _first_invalid(buf, pos_arr, size_arr, base_offset, check_crc)
