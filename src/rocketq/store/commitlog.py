@@ -21,6 +21,7 @@ dispatcher.
 
 from __future__ import annotations
 
+import operator
 import struct
 import threading
 import time
@@ -81,18 +82,23 @@ class CommitLog:
         *on_appended(appended)* runs inside the lock, so successive batches reach it in log order.
         """
         store_v6 = self._store_v6
-        born_v6 = [bool(f & BORNHOST_V6) for f in batch.sys_flags] if any(
-            f & BORNHOST_V6 for f in batch.sys_flags) else None
+        born_v6 = [bool(f & BORNHOST_V6) for f in batch.sys_flags] \
+            if batch.any_born_v6 and any(f & BORNHOST_V6 for f in batch.sys_flags) else None
         hsize = header_struct(False, store_v6).size
-        blens = list(map(len, batch.bodies))
-        sizes = [hsize + b + 3 + len(t) + len(p) for b, t, p in zip(blens, batch.topic_bs, batch.props_bs)]
+        blens = batch.body_lens
+        plens = list(map(len, batch.props_bs))
+        topic_bs = batch.topic_bs
+        if topic_bs.count(topic_bs[0]) == len(topic_bs):
+            sizes = list(map((hsize + 3 + len(topic_bs[0])).__add__, map(operator.add, blens, plens)))
+        else:
+            sizes = [hsize + b + 3 + len(t) + p for b, t, p in zip(blens, topic_bs, plens)]
         if born_v6 is not None:
             sizes = [n + 12 if v6 else n for n, v6 in zip(sizes, born_v6)]
         total = sum(sizes)
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise PutError(PutStatus.MESSAGE_ILLEGAL,
                            f"a batch of {total} bytes does not fit in a {self.file_size}-byte commitlog segment")
-        tails = [_TAIL_HEAD.pack(len(p)) for p in batch.props_bs]
+        tails = list(map(_TAIL_HEAD.pack, plens))
         with self.put_lock:
             mf = self._segment_for(total)
             store_ts = int(clock() * 1000)

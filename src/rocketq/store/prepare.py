@@ -35,25 +35,29 @@ class PreparedBatch:
 
     __slots__ = ("topics", "topic_bs", "queue_ids", "flags", "sys_flags", "born_ts", "born_ips", "born_ports",
                  "reconsume", "prepared_offsets", "bodies", "crcs", "props_bs", "tags", "keys", "uniq_keys",
-                 "props_texts")
+                 "props_texts", "body_lens", "any_born_v6")
+    _COLUMNS = __slots__[:17]
 
     def __init__(self, **cols):
-        for name in self.__slots__:
+        for name in self._COLUMNS:
             setattr(self, name, cols[name])
+        self.body_lens = cols.get("body_lens") or list(map(len, self.bodies))
+        self.any_born_v6 = cols.get("any_born_v6", True)
 
     def __len__(self) -> int:
         return len(self.bodies)
 
     @classmethod
     def from_rows(cls, rows: list[tuple]) -> "PreparedBatch":
-        return cls(**dict(zip(cls.__slots__, (list(c) for c in zip(*rows)))))
+        return cls(**dict(zip(cls._COLUMNS, zip(*rows))))
 
 
 def prepare_batch(msgs: list[Message], *, max_message_size: int, delay_levels: int) -> PreparedBatch:
     """Validate and pre-encode *msgs*; raises PutError naming the first bad message."""
     cols = list(zip(*map(_ATTRS, msgs)))
     topics, bodies, qids, tags, keys, props, flags, sys_flags, born_ts, borns, recons, preps, delays = cols
-    if any(props) or any(delays) or any(h.is_v6 for h in set(borns)):
+    born_set = set(borns)
+    if any(props) or any(delays) or any(h.is_v6 for h in born_set):
         return PreparedBatch.from_rows([prepare_one(m, max_message_size=max_message_size, delay_levels=delay_levels)
                                         for m in msgs])
     topic_bs = _check_topics(topics)
@@ -77,12 +81,18 @@ def prepare_batch(msgs: list[Message], *, max_message_size: int, delay_levels: i
     except IllegalPropertyError as exc:
         raise PutError(PutStatus.MESSAGE_ILLEGAL, f"tags or keys: {exc}") from None
     props_bs = list(map(str.encode, texts))
+    n = len(bodies)
+    if len(born_set) == 1:
+        born = borns[0]
+        born_ips, born_ports = repeat(born.ip, n), repeat(born.port, n)
+    else:
+        born_ips, born_ports = [h.ip for h in borns], [h.port for h in borns]
     return PreparedBatch(
-        topics=list(topics), topic_bs=topic_bs, queue_ids=list(qids), flags=list(flags), sys_flags=list(sys_flags),
-        born_ts=list(born_ts), born_ips=[h.ip for h in borns], born_ports=[h.port for h in borns],
-        reconsume=list(recons), prepared_offsets=list(preps), bodies=list(bodies),
-        crcs=body_crcs(bodies, blens), props_bs=props_bs,
-        tags=[t or None for t in tags], keys=keys_texts, uniq_keys=list(repeat(None, len(bodies))), props_texts=texts)
+        topics=topics, topic_bs=topic_bs, queue_ids=qids, flags=flags, sys_flags=sys_flags,
+        born_ts=born_ts, born_ips=tuple(born_ips), born_ports=tuple(born_ports), reconsume=recons,
+        prepared_offsets=preps, bodies=bodies, crcs=body_crcs(bodies, blens), props_bs=props_bs,
+        tags=tags if all(tags) else tuple(t or None for t in tags), keys=keys_texts, uniq_keys=(None,) * n,
+        props_texts=texts, body_lens=blens, any_born_v6=False)
 
 
 def _tags_keys_text(tags, keys_text) -> str:
