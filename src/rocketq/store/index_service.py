@@ -1,9 +1,29 @@
 """The set of index files (RocketMQ ``IndexService``): key lookups by topic, key and time range.
 
-Files are named by creation time (``yyyyMMddHHmmssSSS``) and filled one after the other; a new one
-starts when the newest is full.  The index is derived state: after a crash, files written after
-the checkpoint's index timestamp are deleted and the store dispatches the log again from the
-newest remaining file's end, so nothing is missing and nothing half-written is trusted.
+Theory of operation
+-------------------
+Index files are filled one after the other; when the newest is full, the next batch starts a new
+one.  A file is named by its creation time, ``yyyyMMddHHmmssSSS`` in local time as Java formats
+it, so name order is creation order and the newest file is the last name::
+
+    index/20260101120000000   entries 1 .. max_entries-1   (full)
+    index/20260101121502318   entries 1 .. k                (being filled)
+
+A query walks the files newest to oldest, skipping those whose [beginTimestamp, endTimestamp]
+misses the asked range, and stops at the first file that began before the range.
+
+The index is derived state, rebuilt from the CommitLog when in doubt:
+
+* After a crash, every file whose endTimestamp is after the checkpoint's index timestamp may be
+  half written, so it is deleted (RocketMQ ``IndexService.load``), and so is every file after it,
+  keeping the index a prefix of the log.
+* ``max_phy_offset`` (the newest entry's CommitLog offset) tells the store where to dispatch the
+  log again from; ``put_batch`` drops keys at or below it, so a re-dispatched record is not
+  indexed twice.
+
+Invariants: the newest file is never deleted by expiry; ``flush`` returns a timestamp only after
+every entry stored up to it is on disk.  One lock serialises puts, queries and changes to the file
+list; syncing happens outside it, so a flush never stalls the dispatcher.
 """
 
 from __future__ import annotations
@@ -17,110 +37,182 @@ from pathlib import Path
 import numpy as np
 
 from rocketq.common.javahash import index_hash, index_hash_many
-from rocketq.store.index_file import IndexFile
+from rocketq.store.index_file import FIRST_ENTRY, IndexFile
 
 log = logging.getLogger(__name__)
+
+NAME_DIGITS = 17                    # yyyyMMddHHmmssSSS
+DEFAULT_SLOT_COUNT = 5_000_000      # slots per file (RocketMQ maxHashSlotNum)
+DEFAULT_MAX_ENTRIES = 20_000_000    # entry numbers per file, entry 0 unused (RocketMQ maxIndexNum)
 
 
 @dataclass
 class QueryResult:
-    phy_offsets: list[int]
-    last_update_timestamp: int
-    last_update_phy_offset: int
+    phy_offsets: list[int]          # candidate CommitLog offsets, newest first; hashes can collide
+    last_update_timestamp: int      # endTimestamp of the newest file with entries, 0 if none
+    last_update_phy_offset: int     # endPhyOffset of that file, 0 if none
 
 
-def _file_name(ms: int) -> str:
-    t = time.localtime(ms / 1000)
-    return time.strftime("%Y%m%d%H%M%S", t) + f"{ms % 1000:03d}"
+def file_name(ms: int) -> str:
+    """``yyyyMMddHHmmssSSS`` of epoch milliseconds *ms*, in local time."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + f"{ms % 1000:03d}"
+
+
+def _name_ms(name: str) -> int:
+    """Epoch milliseconds of a file name (the inverse of :func:`file_name`), 0 if it is no date."""
+    try:
+        return int(time.mktime(time.strptime(name[:14], "%Y%m%d%H%M%S"))) * 1000 + int(name[14:])
+    except (ValueError, OverflowError):
+        return 0
+
+
+def _is_index_name(name: str) -> bool:
+    return len(name) == NAME_DIGITS and name.isdigit()
 
 
 class IndexService:
-    def __init__(self, directory: Path, *, slot_count: int = 5_000_000, max_entries: int = 20_000_000,
-                 clock_ms=lambda: int(time.time() * 1000)):
+    def __init__(self, directory: Path, *, slot_count: int = DEFAULT_SLOT_COUNT,
+                 max_entries: int = DEFAULT_MAX_ENTRIES, clock_ms=lambda: int(time.time() * 1000)):
+        if slot_count < 1 or max_entries < 2:
+            raise ValueError(f"index geometry {slot_count} slots / {max_entries} entries is impossible")
         self.directory = Path(directory)
         self.slot_count = slot_count
         self.max_entries = max_entries
         self._clock_ms = clock_ms
-        self.files: list[IndexFile] = []
+        self._files: list[IndexFile] = []
         self._lock = threading.Lock()
 
+    @property
+    def files(self) -> list[IndexFile]:
+        with self._lock:
+            return list(self._files)
+
     def load(self, *, clean_shutdown: bool, checkpoint_ms: int) -> None:
+        """Open the files in the directory, oldest first.  After a crash (*clean_shutdown* False),
+        delete those written after *checkpoint_ms*: the store dispatches the log again instead."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit()):
-            f = IndexFile(path, self.slot_count, self.max_entries, create=False)
-            if not clean_shutdown and f.end_timestamp > checkpoint_ms:
-                log.info("recovery: deleting index file %s written after the checkpoint", path.name)
-                f.destroy()
-                continue
-            self.files.append(f)
+        paths = sorted(p for p in self.directory.iterdir() if _is_index_name(p.name) and p.is_file())
+        opened: list[IndexFile] = []
+        try:
+            for path in paths:
+                opened.append(IndexFile(path, self.slot_count, self.max_entries, create=False))
+        except BaseException:
+            for f in opened:
+                f.close()
+            raise
+        if not clean_shutdown:
+            opened = _drop_after_checkpoint(opened, checkpoint_ms)
+        with self._lock:
+            for f in self._files:
+                f.close()
+            self._files = opened
 
     @property
     def max_phy_offset(self) -> int:
-        for f in reversed(self.files):
-            if f.index_count > 1:
-                return f.end_phy_offset
-        return -1
+        """CommitLog offset of the newest indexed record, -1 when nothing is indexed."""
+        with self._lock:
+            newest = self._newest_with_entries()
+            return newest.end_phy_offset if newest else -1
 
-    def _new_file(self) -> IndexFile:
-        ms = self._clock_ms()
-        while (self.directory / _file_name(ms)).exists():
-            ms += 1
-        f = IndexFile(self.directory / _file_name(ms), self.slot_count, self.max_entries, create=True)
-        if self.files:
-            self.files[-1].flush()
-        self.files.append(f)
-        return f
+    def _newest_with_entries(self) -> IndexFile | None:
+        for f in reversed(self._files):
+            if f.index_count > FIRST_ENTRY:
+                return f
+        return None
 
     def put_batch(self, keys: list[str], phy_offsets: np.ndarray, store_ts: np.ndarray, *, prefix: str = "") -> None:
-        """Index ``prefix + key`` for each key (the prefix is folded into the hash, not concatenated)."""
-        if not keys:
+        """Index ``prefix + key`` of each key at its CommitLog offset and store time (ms).
+
+        Keys are full ``topic#key`` strings, or share the ``topic#`` given as *prefix*, which is
+        folded into the hash instead of being concatenated.  Offsets must not decrease; those at
+        or below :attr:`max_phy_offset` (as it was when the call began) are skipped.
+        """
+        if not len(keys):
             return
-        floor = self.max_phy_offset
+        phys = np.asarray(phy_offsets, dtype=np.int64)
+        ts = np.asarray(store_ts, dtype=np.int64)
+        if len(phys) != len(keys) or len(ts) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(phys)} offsets and {len(ts)} store times")
         hashes = index_hash_many(keys, prefix)
-        phy_offsets = np.asarray(phy_offsets, dtype=np.int64)
-        store_ts = np.asarray(store_ts, dtype=np.int64)
-        if floor >= 0:
-            keep = phy_offsets > floor
-            if not keep.all():
-                hashes, phy_offsets, store_ts = hashes[keep], phy_offsets[keep], store_ts[keep]
         with self._lock:
+            newest = self._newest_with_entries()
+            if newest is not None:
+                keep = phys > newest.end_phy_offset
+                if not keep.all():                      # a re-dispatch after recovery
+                    hashes, phys, ts = hashes[keep], phys[keep], ts[keep]
             done = 0
             while done < len(hashes):
-                f = self.files[-1] if self.files and not self.files[-1].is_full() else self._new_file()
-                done += f.put(hashes[done:], phy_offsets[done:], store_ts[done:])
+                done += self._writable_file().put(hashes[done:], phys[done:], ts[done:])
+
+    def _writable_file(self) -> IndexFile:
+        if self._files and not self._files[-1].is_full():
+            return self._files[-1]
+        ms = self._clock_ms()
+        if self._files:     # names must sort in creation order even if the clock went back
+            ms = max(ms, _name_ms(self._files[-1].path.name) + 1)
+        while (self.directory / file_name(ms)).exists():
+            ms += 1
+        f = IndexFile(self.directory / file_name(ms), self.slot_count, self.max_entries, create=True)
+        log.info("index: new file %s", f.path.name)
+        self._files.append(f)
+        return f
 
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryResult:
-        h = index_hash(f"{topic}#{key}")
+        """Candidate offsets of *topic*'s messages with *key* stored in [begin_ms, end_ms], newest
+        first, at most *max_num* (RocketMQ ``IndexService.queryOffset``)."""
+        key_hash = index_hash(f"{topic}#{key}")
         out: list[int] = []
         with self._lock:
-            files = list(self.files)
-        for f in reversed(files):
-            if len(out) >= max_num:
-                break
-            if f.index_count <= 1 or f.end_timestamp < begin_ms or f.begin_timestamp > end_ms:
-                continue
-            out.extend(f.select(h, max_num - len(out), begin_ms, end_ms))
-        last = files[-1] if files else None
-        return QueryResult(out, last.end_timestamp if last else 0, last.end_phy_offset if last else 0)
+            newest = self._newest_with_entries()
+            for f in reversed(self._files):
+                if len(out) >= max_num:
+                    break
+                h = f.header()
+                if h.index_count <= FIRST_ENTRY:
+                    continue
+                if h.begin_timestamp <= end_ms and h.end_timestamp >= begin_ms:
+                    out.extend(f.select(key_hash, max_num - len(out), begin_ms, end_ms))
+                if h.begin_timestamp < begin_ms:
+                    break       # older files end before this one began, so before the range
+            if newest is None:
+                return QueryResult(out, 0, 0)
+            return QueryResult(out, newest.end_timestamp, newest.end_phy_offset)
 
     def flush(self) -> int:
+        """Sync every file with unsynced entries; return the store time up to which the index is
+        on disk (the checkpoint's index timestamp), 0 when there are no entries."""
         with self._lock:
-            files = list(self.files)
+            files = list(self._files)
+            newest = self._newest_with_entries()
+            covered = newest.end_timestamp if newest else 0    # read before syncing, never after
         for f in files:
             f.flush()
-        return files[-1].end_timestamp if files else 0
+        return covered
 
     def delete_expired(self, min_commitlog_offset: int) -> list[Path]:
-        gone = []
+        """Delete the oldest files whose entries all point below *min_commitlog_offset* (the log
+        was cleaned there); the newest file is always kept."""
+        expired: list[IndexFile] = []
         with self._lock:
-            while len(self.files) > 1 and self.files[0].end_phy_offset < min_commitlog_offset:
-                f = self.files.pop(0)
-                f.destroy()
-                gone.append(f.path)
-        return gone
+            while len(self._files) > 1 and self._files[0].end_phy_offset < min_commitlog_offset:
+                expired.append(self._files.pop(0))
+        for f in expired:       # unreachable now; destroying outside the lock never stalls a put
+            f.destroy()
+            log.info("index: deleted expired file %s", f.path.name)
+        return [f.path for f in expired]
 
     def close(self) -> None:
         with self._lock:
-            for f in self.files:
-                f.close()
-            self.files = []
+            files, self._files = self._files, []
+        for f in files:
+            f.close()
+
+
+def _drop_after_checkpoint(files: list[IndexFile], checkpoint_ms: int) -> list[IndexFile]:
+    """Delete the first file that ends after *checkpoint_ms* and every later one; keep the rest."""
+    cut = next((i for i, f in enumerate(files) if f.end_timestamp > checkpoint_ms), len(files))
+    for f in files[cut:]:
+        log.warning("index recovery: deleting %s (ends at %d, after the checkpoint's %d)",
+                    f.path, f.end_timestamp, checkpoint_ms)
+        f.destroy()
+    return files[:cut]
