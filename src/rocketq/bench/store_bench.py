@@ -14,7 +14,6 @@ import shutil
 import statistics
 import struct
 import tempfile
-import threading
 import time
 from pathlib import Path
 

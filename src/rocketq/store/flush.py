@@ -104,7 +104,7 @@ class GroupCommitService(_Service):
             ok = self._done.wait_for(lambda: self.flushed >= offset or self.broken, self._timeout_s)
         return ok and not self.broken
 
-    def wait_flushed_future(self, offset: int, loop) -> "asyncio.Future[bool]":
+    def wait_flushed_future(self, offset: int, loop):
         """An asyncio future (of *loop*) that resolves True once *offset* is flushed.
 
         The flush thread resolves all futures of a loop with one ``call_soon_threadsafe``, so an

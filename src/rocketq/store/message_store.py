@@ -22,11 +22,9 @@ import logging
 import threading
 import time
 from itertools import accumulate
-from pathlib import Path
 
 from rocketq.common.message import Message
 from rocketq.common.msgid import HostAddress, decode_offset_msg_id, offset_msg_id
-from rocketq.common.sysflag import SCHEDULE_TOPIC
 from rocketq.store.allocator import AllocateService
 from rocketq.store.checkpoint import CheckpointFile
 from rocketq.store.cleaner import Cleaner
@@ -43,7 +41,7 @@ from rocketq.store.record import StoredMessage
 from rocketq.store.recovery import RecoveryReport, recover_commitlog, redispatch
 from rocketq.store.results import BatchPutResult, GetMessageResult, PutError, PutMessageResult, PutStatus
 from rocketq.store.schedule import ScheduleService
-from rocketq.store.store_files import ProcessLock, StoreOpenError, StorePaths, create_abort_marker
+from rocketq.store.store_files import ProcessLock, StorePaths, create_abort_marker
 from rocketq.store.transient_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
@@ -69,7 +67,6 @@ class MessageStore:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> "MessageStore":
-        cfg = self.config
         self.paths.check_is_store()
         self._lock.acquire()
         try:
