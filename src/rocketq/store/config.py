@@ -58,7 +58,7 @@ class StoreConfig:
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
     clean_resource_interval_ms: int = 10_000
-    dispatch_queue_max_messages: int = 1 << 20
+    dispatch_queue_max_messages: int = 1 << 17     # back-pressure: producers wait when dispatch lags this far
     schedule_poll_interval_ms: int = 100
 
     def __post_init__(self):
