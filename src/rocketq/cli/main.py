@@ -19,6 +19,9 @@ class _OneLineErrors(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
+        except BrokenPipeError:        # output piped into `head` and closed: not an error
+            sys.stderr.close()
+            sys.exit(0)
         except Exception as exc:
             if ctx.obj and ctx.obj.get("verbose"):
                 raise
