@@ -42,8 +42,8 @@ class SegmentScan:
 
 
 def scan_segment(buf, base_offset: int, start: int, limit: int, *, check_crc: bool) -> SegmentScan:
-    pos_arr, size_arr, stop = find_records(buf, start, limit)
-    first_bad = _first_invalid(buf, pos_arr, size_arr, base_offset, check_crc)
+    pos_arr, size_arr, stop, heads = find_records(buf, start, limit)
+    first_bad = _first_invalid(buf, pos_arr, size_arr, base_offset, check_crc, heads)
     if first_bad is not None:
         stop = int(pos_arr[first_bad])
         pos_arr, size_arr = pos_arr[:first_bad], size_arr[:first_bad]
@@ -78,48 +78,67 @@ def _magic_positions(buf, start: int, limit: int) -> np.ndarray:
     return out
 
 
-def find_records(buf, start: int, limit: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Record positions and sizes from *start*, following TOTALSIZE from magic candidates.
+def find_records(buf, start: int, limit: int) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Record positions, sizes and fixed headers from *start*, following TOTALSIZE from magic candidates.
 
     Candidates come from :func:`_magic_positions`; the chain ``next = pos + size`` must land on
     the next candidate.  A candidate inside a record (the magic bytes occurring in a body) is
     skipped; the walk stops where the chain leads to no candidate (end of data, a blank record,
-    or damage), which the caller then classifies.
+    or damage), which the caller then classifies.  V2-magic records are taken one at a time.
     """
+    empty = np.zeros(0, dtype=np.int64)
     starts = _magic_positions(buf, start, limit) - 4
     if len(starts) == 0 or starts[0] > start:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), start
-    sizes = gather_be(np.frombuffer(buf, dtype=np.uint8), starts, 4, signed=True)
+        starts = empty
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    heads = read_headers(u8, starts)
+    sizes = heads["total"].astype(np.int64)
     ends = starts + sizes
-    sane = (sizes >= _MIN_RECORD) & (ends <= limit)
+    sane = (sizes >= _MIN_RECORD) & (ends <= limit) & (starts + HEADER_V4_DTYPE.itemsize <= limit)
     ok = np.zeros(len(starts), dtype=bool)
     ok[:-1] = ends[:-1] == starts[1:]
     ok &= sane
-    runs_pos, runs_size = [], []
+    breaks = np.flatnonzero(~ok)
+    runs: list[np.ndarray] = []            # index ranges into starts, or (-1 - position) for V2 records
+    v2_sizes: dict[int, int] = {}
     i = int(np.searchsorted(starts, start))
     stop = start
-    breaks = np.flatnonzero(~ok)
-    while i < len(starts) and starts[i] == stop:
-        if not sane[i]:
+    while True:
+        if i < len(starts) and starts[i] == stop and sane[i]:
+            b = int(breaks[np.searchsorted(breaks, i)])       # last record of this run (ok is False there)
+            last = b if sane[b] else b - 1
+            runs.append(np.arange(i, last + 1))
+            stop = int(ends[last])
+            if not sane[b]:
+                break
+            i = int(np.searchsorted(starts, stop))
+            continue
+        v2 = _v2_record_size(buf, stop, limit)
+        if not v2:
             break
-        b = int(breaks[np.searchsorted(breaks, i)])       # last record of this run (ok is False there)
-        runs_pos.append(starts[i:b + 1])
-        runs_size.append(sizes[i:b + 1])
-        stop = int(ends[b]) if sane[b] else int(starts[b])
-        if not sane[b]:
-            runs_pos[-1], runs_size[-1] = runs_pos[-1][:-1], runs_size[-1][:-1]
-            break
+        v2_sizes[stop] = v2
+        stop += v2
         i = int(np.searchsorted(starts, stop))
-        if i >= len(starts) or starts[i] != stop:
-            v2 = _v2_record_size(buf, stop, limit)
-            if v2:
-                runs_pos.append(np.array([stop], dtype=np.int64))
-                runs_size.append(np.array([v2], dtype=np.int64))
-                stop += v2
-                i = int(np.searchsorted(starts, stop))
-    if not runs_pos:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), start
-    return np.concatenate(runs_pos), np.concatenate(runs_size), stop
+    if v2_sizes:        # rare: rebuild in log order with V2 records merged in
+        pos = np.sort(np.concatenate([starts[np.concatenate(runs)] if runs else empty,
+                                      np.array(list(v2_sizes), dtype=np.int64)]))
+        return pos, _sizes_at(pos, starts, sizes, v2_sizes), stop, read_headers(u8, pos)
+    if not runs:
+        return empty, empty, start, heads[:0]
+    if len(runs) == 1:                     # the usual case: one unbroken chain, take views
+        sl = slice(int(runs[0][0]), int(runs[0][-1]) + 1)
+        return starts[sl], sizes[sl], stop, heads[sl]
+    idx = np.concatenate(runs)
+    return starts[idx], sizes[idx], stop, heads[idx]
+
+
+def _sizes_at(pos: np.ndarray, starts: np.ndarray, sizes: np.ndarray, v2: dict[int, int]) -> np.ndarray:
+    where = np.searchsorted(starts, pos)
+    out = sizes[np.minimum(where, len(sizes) - 1)] if len(sizes) else np.zeros(len(pos), dtype=np.int64)
+    for j, p in enumerate(pos.tolist()):
+        if p in v2:
+            out[j] = v2[p]
+    return out
 
 
 def _v2_record_size(buf, pos: int, limit: int) -> int:
@@ -157,11 +176,14 @@ assert HEADER_V4_DTYPE.itemsize == header_struct(False, False).size
 def read_headers(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The 88-byte fixed headers at every position in *pos*, in one gather."""
     size = HEADER_V4_DTYPE.itemsize
+    if len(pos) == 0:
+        return np.zeros(0, dtype=HEADER_V4_DTYPE)
     rows = as_strided(u8, shape=(max(0, len(u8) - size + 1), size), strides=(1, 1), writeable=False)
     return np.ascontiguousarray(rows[np.minimum(pos, len(u8) - size)]).view(HEADER_V4_DTYPE).ravel()
 
 
-def _first_invalid(buf, pos: np.ndarray, sizes: np.ndarray, base: int, check_crc: bool) -> int | None:
+def _first_invalid(buf, pos: np.ndarray, sizes: np.ndarray, base: int, check_crc: bool,
+                   heads: np.ndarray | None = None) -> int | None:
     """Index of the first record failing a check, or None (vectorised header checks, then CRC).
 
     Records with IPv6 hosts or the V2 magic have other offsets; they are checked one by one.
@@ -170,7 +192,7 @@ def _first_invalid(buf, pos: np.ndarray, sizes: np.ndarray, base: int, check_crc
     if n == 0:
         return None
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    h = read_headers(u8, pos)
+    h = heads if heads is not None else read_headers(u8, pos)
     special = (h["magic"] != MAGIC_V1) | ((h["sysflag"] & (BORNHOST_V6 | STOREHOST_V6)) != 0)
     body_len = h["body_len"].astype(np.int64)
     topic_pos = pos + HEADER_V4_DTYPE.itemsize + body_len
@@ -264,14 +286,14 @@ def _first_crc_mismatch(buf, pos, body_len, stored) -> int | None:
 def gather_be(u8: np.ndarray, at: np.ndarray, width: int, *, signed: bool = False) -> np.ndarray:
     """Big-endian integers of *width* bytes at every position in *at*, as int64.
 
-    4-byte fields come from an overlapping (n, 4) byte view, one row gather per field; 8-byte
-    fields are two 4-byte halves; 1- and 2-byte fields are gathered byte by byte.
+    2- and 4-byte fields come from an overlapping (n, width) byte view, one row gather per field;
+    8-byte fields are two 4-byte halves; single bytes are a plain gather.
     """
     if width == 8:
         return (gather_be(u8, at, 4) << 32) | gather_be(u8, at + 4, 4)
-    if width == 4:
-        rows = as_strided(u8, shape=(max(0, len(u8) - 3), 4), strides=(1, 1), writeable=False)
-        out = rows[at].view(">u4").ravel().astype(np.int64)
+    if width in (2, 4):
+        rows = as_strided(u8, shape=(max(0, len(u8) - width + 1), width), strides=(1, 1), writeable=False)
+        out = rows[at].view(">u4" if width == 4 else ">u2").ravel().astype(np.int64)
     else:
         out = np.zeros(len(at), dtype=np.int64)
         for j in range(width):
