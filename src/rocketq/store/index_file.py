@@ -109,10 +109,17 @@ class IndexFile:
             self._validate()
 
     def _open(self, create: bool) -> tuple[int, mmap.mmap]:
-        fd = os.open(self.path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
+        # A new file is reserved under "<name>.tmp" and renamed when whole, so a crash can leave a
+        # stray .tmp (removed at load) but never a short index file.
+        if create and self.path.exists():
+            raise FileExistsError(f"index file {self.path} exists already")
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp if create else self.path, os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0), 0o644)
         try:
             if create:
                 self._reserve(fd)
+                os.rename(tmp, self.path)
+                _fsync_dir(self.path.parent)
             actual = os.fstat(fd).st_size
             if actual != self.size:
                 raise IndexFileError(f"index file {self.path}: {actual} bytes, but {self.slot_count} slots and "
@@ -121,7 +128,7 @@ class IndexFile:
         except BaseException:
             os.close(fd)
             if create:
-                self.path.unlink(missing_ok=True)
+                tmp.unlink(missing_ok=True)
             raise
 
     def _views(self) -> tuple[np.ndarray, np.ndarray]:

@@ -91,6 +91,9 @@ class IndexService:
         """Open the files in the directory, oldest first.  After a crash (*clean_shutdown* False),
         delete those written after *checkpoint_ms*: the store dispatches the log again instead."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        for stray in self.directory.glob("*.tmp"):          # an interrupted file creation
+            log.warning("removing %s, left by an interrupted index file creation", stray)
+            stray.unlink(missing_ok=True)
         paths = sorted(p for p in self.directory.iterdir() if _is_index_name(p.name) and p.is_file())
         opened: list[IndexFile] = []
         try:

@@ -46,6 +46,31 @@ def reserve_space(fd: int, size: int) -> None:
     os.posix_fallocate(fd, 0, size)
 
 
+def _create_full_size(path: Path, size: int, reserve) -> int:
+    """Create *path* at its full size, atomically: reserve space in ``<name>.tmp``, rename, sync the dir.
+
+    A crash can leave only a ``.tmp`` file (ignored and removed at load), never a short segment;
+    the directory sync makes the new name durable before any acknowledged byte lands in it.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        reserve(fd, size)
+        if os.fstat(fd).st_size < size:
+            os.ftruncate(fd, size)
+        os.rename(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    return fd
+
+
 class MappedFile:
     def __init__(self, path: Path, file_size: int, *, create: bool = True,
                  reserve=reserve_space, transient_pool=None):
@@ -55,16 +80,14 @@ class MappedFile:
         if offset is None:
             raise ValueError(f"{self.path}: segment files are named by a 20-digit offset")
         self.file_from_offset = offset
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        self._fd = os.open(self.path, flags, 0o644)
+        if create and not self.path.exists():
+            self._fd = _create_full_size(self.path, file_size, reserve)
+        else:
+            self._fd = os.open(self.path, os.O_RDWR)
         try:
             actual = os.fstat(self._fd).st_size
             if actual != file_size:
-                if not create or actual not in (0, file_size):
-                    raise ValueError(f"{self.path}: size {actual} bytes, expected {file_size}")
-                reserve(self._fd, file_size)
-                if os.fstat(self._fd).st_size < file_size:
-                    os.ftruncate(self._fd, file_size)
+                raise ValueError(f"{self.path}: size {actual} bytes, expected {file_size}")
             self._mm = mmap.mmap(self._fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self._fd)

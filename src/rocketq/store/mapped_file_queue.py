@@ -43,7 +43,9 @@ class MappedFileQueue:
         for path in sorted(self.directory.iterdir()):
             offset = parse_file_name(path)
             if offset is None:
-                if path.name.endswith(".tmp"):
+                if path.name.endswith(".tmp"):       # a segment whose creation a crash interrupted
+                    log.warning("removing %s, left by an interrupted segment creation", path)
+                    path.unlink(missing_ok=True)
                     continue
                 raise StoreLayoutError(f"{path}: not a segment file (names are 20-digit offsets)")
             size = path.stat().st_size
