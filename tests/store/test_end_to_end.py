@@ -114,3 +114,35 @@ def test_recovery_is_not_fooled_by_magic_bytes_inside_bodies(tmp_path):
         assert got == bodies
         assert store.max_offset("T", 0) == len(bodies)
     assert verify_store(tmp_path).ok
+
+
+def test_full_disk_refuses_new_segment_and_keeps_what_was_acknowledged(tmp_path):
+    import errno
+    import os
+
+    reservations = {"left": 1}          # room for exactly one commitlog segment
+
+    def reserve(fd, size):
+        if reservations["left"] <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        reservations["left"] -= 1
+        os.posix_fallocate(fd, 0, size)
+
+    cfg = small_config(tmp_path, message_index_enable=False)
+    acked, statuses = [], set()
+    with MessageStore(cfg, reserve=reserve) as store:
+        for i in range(400):            # ~180 KiB: more than the one 64 KiB segment holds
+            r = store.put_message(Message(topic="T", body=b"%03d" % i * 150))
+            statuses.add(r.status)
+            if r.status == "PUT_OK":
+                acked.append((r, b"%03d" % i * 150))
+        assert "CREATE_MAPPED_FILE_FAILED" in statuses
+        failed = store.put_message(Message(topic="T", body=b"late"))
+        assert failed.status == "CREATE_MAPPED_FILE_FAILED" and "segment" in failed.error
+    assert 0 < len(acked) < 400
+    with MessageStore(cfg) as store:    # disk has room again: everything acknowledged is there
+        for r, body in acked:
+            assert store.read_message(r.physical_offset).body == body
+        assert store.max_offset("T", 0) == len(acked)
+        assert store.put_message(Message(topic="T", body=b"after")).status == "PUT_OK"
+    assert verify_store(tmp_path).ok
