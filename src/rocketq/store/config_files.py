@@ -17,6 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rocketq.store.mapped_file import fsync_dir
+
 log = logging.getLogger(__name__)
 
 _UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
@@ -62,8 +64,4 @@ def write_json(path: Path, data: Any) -> None:
     if path.exists():
         os.replace(path, path.with_name(path.name + ".bak"))
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_dir(path.parent)

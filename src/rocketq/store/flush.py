@@ -174,60 +174,56 @@ def _resolve_all(futures, result: bool) -> None:
             fut.set_result(result)
 
 
-class PeriodicFlushService(_Service):
-    name = "flush"
+class _ThresholdService(_Service):
+    """Every interval, act when at least ``least_pages`` pages are pending, or on any pending
+    bytes once ``thorough_interval`` has passed since the last action (RocketMQ's two knobs)."""
 
-    def __init__(self, flush: Callable[[], int], dirty_bytes: Callable[[], int], *,
-                 interval_ms: int, least_pages: int, thorough_interval_ms: int):
-        super().__init__()
-        self._flush = flush
-        self._dirty_bytes = dirty_bytes
-        self._interval_s = interval_ms / 1000
-        self._least_bytes = least_pages * OS_PAGE_SIZE
-        self._thorough_s = thorough_interval_ms / 1000
-        self._last_thorough = time.monotonic()
-
-    def _run_once(self) -> None:
-        with self._cond:
-            self._cond.wait(self._interval_s)
-        now = time.monotonic()
-        thorough = now - self._last_thorough >= self._thorough_s
-        if thorough:
-            self._last_thorough = now
-        dirty = self._dirty_bytes()
-        if dirty > 0 and (thorough or dirty >= self._least_bytes):
-            self._flush()
-
-    def _final(self) -> None:
-        self._flush()
-
-
-class CommitService(_Service):
-    name = "commit"
-
-    def __init__(self, commit: Callable[[], bool], uncommitted_bytes: Callable[[], int],
-                 after_commit: Callable[[], None], *, interval_ms: int, least_pages: int,
+    def __init__(self, pending_bytes: Callable[[], int], *, interval_ms: int, least_pages: int,
                  thorough_interval_ms: int):
         super().__init__()
-        self._commit = commit
-        self._uncommitted = uncommitted_bytes
-        self._after = after_commit
+        self._pending = pending_bytes
         self._interval_s = interval_ms / 1000
         self._least_bytes = least_pages * OS_PAGE_SIZE
         self._thorough_s = thorough_interval_ms / 1000
         self._last_thorough = time.monotonic()
 
+    def _act(self) -> None:
+        raise NotImplementedError
+
     def _run_once(self) -> None:
         with self._cond:
             self._cond.wait(self._interval_s)
         now = time.monotonic()
-        pending = self._uncommitted()
+        pending = self._pending()
         thorough = now - self._last_thorough >= self._thorough_s
         if pending > 0 and (thorough or pending >= self._least_bytes):
             self._last_thorough = now
-            if self._commit():
-                self._after()
+            self._act()
 
     def _final(self) -> None:
-        self._commit()
-        self._after()
+        self._act()
+
+
+class PeriodicFlushService(_ThresholdService):
+    name = "flush"
+
+    def __init__(self, flush: Callable[[], int], dirty_bytes: Callable[[], int], **knobs):
+        super().__init__(dirty_bytes, **knobs)
+        self._flush = flush
+
+    def _act(self) -> None:
+        self._flush()
+
+
+class CommitService(_ThresholdService):
+    name = "commit"
+
+    def __init__(self, commit: Callable[[], bool], uncommitted_bytes: Callable[[], int],
+                 after_commit: Callable[[], None], **knobs):
+        super().__init__(uncommitted_bytes, **knobs)
+        self._commit = commit
+        self._after = after_commit
+
+    def _act(self) -> None:
+        if self._commit():
+            self._after()

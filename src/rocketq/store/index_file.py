@@ -52,6 +52,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rocketq.store.mapped_file import fsync_dir
+
 HEADER_SIZE = 40                    # bytes
 SLOT_SIZE = 4                       # bytes, one int32 entry number
 ENTRY_SIZE = 20                     # bytes
@@ -119,7 +121,7 @@ class IndexFile:
             if create:
                 self._reserve(fd)
                 os.rename(tmp, self.path)
-                _fsync_dir(self.path.parent)
+                fsync_dir(self.path.parent)
             actual = os.fstat(fd).st_size
             if actual != self.size:
                 raise IndexFileError(f"index file {self.path}: {actual} bytes, but {self.slot_count} slots and "
@@ -146,7 +148,7 @@ class IndexFile:
             code = code if isinstance(code, int) else errno.EIO
             raise OSError(code, f"cannot reserve {self.size} bytes for index file {self.path}: "
                                 f"{exc.strerror or os.strerror(code)}", str(self.path)) from exc
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     def _validate(self) -> None:
         h = _HEADER.unpack_from(self._mm, 0)
@@ -289,12 +291,3 @@ class IndexFile:
     def __repr__(self) -> str:
         state = "closed" if self._fd < 0 else f"{self.index_count - 1} entries"
         return f"IndexFile({self.path.name}, {state})"
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a new file's directory entry durable, so a crash cannot lose a file we wrote into."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

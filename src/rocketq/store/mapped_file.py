@@ -46,6 +46,15 @@ def reserve_space(fd: int, size: int) -> None:
     os.posix_fallocate(fd, 0, size)
 
 
+def fsync_dir(directory: Path) -> None:
+    """Make the directory's entries (a new or renamed file) durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _create_full_size(path: Path, size: int, reserve) -> int:
     """Create *path* at its full size, atomically: reserve space in ``<name>.tmp``, rename, sync the dir.
 
@@ -59,11 +68,7 @@ def _create_full_size(path: Path, size: int, reserve) -> int:
         if os.fstat(fd).st_size < size:
             os.ftruncate(fd, size)
         os.rename(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_dir(path.parent)
     except BaseException:
         os.close(fd)
         tmp.unlink(missing_ok=True)
