@@ -62,6 +62,9 @@ def test_flipped_body_byte_is_reported_with_file_and_offset(tmp_path):
     report = verify_store(tmp_path)
     assert not report.ok
     assert "00000000000000000000" in report.problems[0] and "offset 0" in report.problems[0]
+    assert "body CRC" in report.problems[0]
+    assert report.records == 1                 # the damaged record is stepped over, the next one read
+    assert all("consume queue" not in p or "offset 0" in p for p in report.problems), report.problems
 
 
 def test_query_by_key_and_unique_key_across_index_files(tmp_path):

@@ -27,7 +27,7 @@ from rocketq.store.config_files import read_json
 from rocketq.store.config import StoreConfig
 from rocketq.store.consume_queue import CQ_DTYPE, CQ_UNIT_SIZE
 from rocketq.store.mapped_file_queue import MappedFileQueue
-from rocketq.store.record import StoredMessage
+from rocketq.store.record import MAGIC_V1, MAGIC_V2, StoredMessage
 from rocketq.store.scan import parse_rows, scan_segment
 from rocketq.store.store_files import ProcessLock, StorePaths, create_abort_marker
 
@@ -96,26 +96,47 @@ class _Locked:
 
 
 def _walk_log(paths: StorePaths, report: VerifyReport | None, progress: Progress, *, rows: bool):
-    """Yield (segment base, buffer, scan, parsed rows or None) per segment, recording problems."""
+    """Yield (segment, scan, parsed rows or None) for each run of valid records, recording problems.
+
+    A damaged record whose size field is still plausible is reported and stepped over, so one
+    flipped byte yields one problem, not a cascade; anything else ends that segment's walk.
+    """
     size = _segment_size(paths)
     files = MappedFileQueue(paths.commitlog, size)
     files.load()
     total = len(files.files) * size
     try:
         for i, mf in enumerate(files.files):
-            scan = scan_segment(mf.buffer(), mf.file_from_offset, 0, size, check_crc=True)
-            if scan.error is not None and report is not None:
-                report.problem(f"{mf.path}: {scan.error}")
+            start = 0
+            while True:
+                scan = scan_segment(mf.buffer(), mf.file_from_offset, start, size, check_crc=True)
+                parsed = parse_rows(mf.buffer(), mf.file_from_offset, scan.positions, scan.sizes) \
+                    if rows and len(scan.positions) else None
+                yield mf, scan, parsed
+                if scan.error is None:
+                    break
+                if report is not None:
+                    report.problem(f"{mf.path}: {scan.error}")
+                skip = _plausible_size(mf.buffer(), scan.end, size)
+                if not skip:
+                    break
+                start = scan.end + skip
             if not scan.blank and scan.error is None and i < len(files.files) - 1 and report is not None:
                 report.problem(f"{mf.path}: data ends at offset {mf.file_from_offset + scan.end} "
                                f"but later segments exist")
-            parsed = parse_rows(mf.buffer(), mf.file_from_offset, scan.positions, scan.sizes) if rows and len(
-                scan.positions) else None
-            yield mf, scan, parsed
             if progress:
                 progress((i + 1) * size, total)
     finally:
         files.close(flush=False)
+
+
+def _plausible_size(buf, pos: int, limit: int) -> int:
+    """The TOTALSIZE at *pos* if a record of that size with a record magic could be there, else 0."""
+    if limit - pos < 8:
+        return 0
+    total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+    magic = int.from_bytes(buf[pos + 4:pos + 8], "big")
+    return total if magic in (MAGIC_V1, MAGIC_V2) and 91 <= total <= limit - pos else 0
 
 
 def verify_store(path: Path, *, progress: Progress = None) -> VerifyReport:
