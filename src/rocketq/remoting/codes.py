@@ -1,0 +1,135 @@
+"""Numbers of the RocketMQ remoting protocol: request codes, response codes, languages, flags.
+
+Names are RocketMQ's own (``RequestCode.java``, ``RemotingSysResponseCode.java``, ``ResponseCode.java``,
+``LanguageCode.java``, ``SerializeType.java``) so that a reader can grep the Java sources for them,
+typos included (``TRANSACTION_STATE_UNKNOW``).
+
+A command's ``code`` is a request code on requests and a response code on responses; the two
+number spaces overlap (10 is SEND_MESSAGE and FLUSH_DISK_TIMEOUT), so ``RemotingCommand.code`` is a
+plain ``int`` and the enum to read it with follows from the RESPONSE flag bit.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, IntFlag
+
+
+class RequestCode(IntEnum):
+    SEND_MESSAGE = 10
+    PULL_MESSAGE = 11
+    QUERY_MESSAGE = 12
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_CONSUMER_OFFSET = 15
+    UPDATE_AND_CREATE_TOPIC = 17
+    GET_ALL_TOPIC_CONFIG = 21
+    SEARCH_OFFSET_BY_TIMESTAMP = 29
+    GET_MAX_OFFSET = 30
+    GET_MIN_OFFSET = 31
+    GET_EARLIEST_MSG_STORETIME = 32
+    VIEW_MESSAGE_BY_ID = 33
+    HEART_BEAT = 34
+    UNREGISTER_CLIENT = 35
+    CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    CHECK_TRANSACTION_STATE = 39          # broker -> producer, oneway
+    NOTIFY_CONSUMER_IDS_CHANGED = 40      # broker -> consumer, oneway
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
+    REGISTER_BROKER = 103
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105
+    GET_BROKER_CLUSTER_INFO = 106
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    GET_CONSUMER_RUNNING_INFO = 307       # broker -> consumer
+    SEND_MESSAGE_V2 = 310
+    SEND_BATCH_MESSAGE = 320
+    BROKER_HEARTBEAT = 904
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+
+
+class ResponseCode(IntEnum):
+    # RemotingSysResponseCode
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    TRANSACTION_FAILED = 4
+    # ResponseCode
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    VERSION_NOT_SUPPORTED = 15
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    TOPIC_EXIST_ALREADY = 18
+    PULL_NOT_FOUND = 19
+    PULL_RETRY_IMMEDIATELY = 20
+    PULL_OFFSET_MOVED = 21
+    QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23
+    SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
+    SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    FILTER_DATA_NOT_EXIST = 27
+    FILTER_DATA_NOT_LATEST = 28
+    INVALID_PARAMETER = 29
+    TRANSACTION_SHOULD_COMMIT = 200
+    TRANSACTION_SHOULD_ROLLBACK = 201
+    TRANSACTION_STATE_UNKNOW = 202
+    TRANSACTION_STATE_GROUP_WRONG = 203
+    NO_BUYER_ID = 204
+    NOT_IN_CURRENT_UNIT = 205
+    CONSUMER_NOT_ONLINE = 206
+    CONSUME_MSG_TIMEOUT = 207
+    NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
+    BROKER_NOT_EXIST = 211
+    BROKER_DISPATCH_NOT_COMPLETE = 212
+    BROADCAST_CONSUMPTION = 213
+    FLOW_CONTROL = 215
+    NOT_LEADER_FOR_QUEUE = 501
+    ILLEGAL_OPERATION = 604
+    GO_AWAY = 1500
+
+
+class LanguageCode(IntEnum):
+    """The sender's implementation language; the value is the byte of the binary header form."""
+
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13
+
+
+class SerializeType(IntEnum):
+    """How a frame's header is encoded; the top byte of the header-length field."""
+
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class CommandFlag(IntFlag):
+    """Bits of a command's ``flag`` (RemotingCommand RPC_TYPE bit 0, RPC_ONEWAY bit 1)."""
+
+    RESPONSE = 1
+    ONEWAY = 2
+
+
+FLAG_RESPONSE = CommandFlag.RESPONSE.value
+FLAG_ONEWAY = CommandFlag.ONEWAY.value
