@@ -1,0 +1,74 @@
+"""Committed consumer offsets (RocketMQ ``ConsumerOffsetManager``), in ``config/consumerOffset.json``.
+
+Format: ``{"offsetTable": {"<topic>@<group>": {"<queueId>": offset}}, "dataVersion": {...}}``.
+Offsets are consume-queue (logical) offsets: the next message the group will read.  Java writes
+the queue ids as unquoted integer keys; the reader accepts both.  Commits only mark the table
+dirty; ``persist`` (every few seconds and at shutdown) writes it atomically when it changed.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from rocketq.broker.data_version import DataVersion
+from rocketq.store.config_files import read_json, write_json
+
+TOPIC_GROUP_SEPARATOR = "@"
+
+
+class ConsumerOffsetManager:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.table: dict[str, dict[int, int]] = {}
+        self.data_version = DataVersion()
+        self._lock = threading.Lock()
+        self._dirty = False
+
+    def load(self) -> None:
+        data = read_json(self.path) or {}
+        with self._lock:
+            self.table = {key: {int(q): int(o) for q, o in (queues or {}).items()}
+                          for key, queues in (data.get("offsetTable") or {}).items()}
+            self.data_version = DataVersion.from_json(data.get("dataVersion"))
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Store *offset* for the group's queue; a negative offset means "nothing to commit" (as clients send)."""
+        if offset < 0:
+            return
+        with self._lock:
+            self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset
+            self._dirty = True
+
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1 when the group never committed for this queue."""
+        return self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id, -1)
+
+    def offsets(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}))
+
+    def groups_of(self, topic: str) -> list[str]:
+        return sorted(k.split(TOPIC_GROUP_SEPARATOR, 1)[1] for k in self.table
+                      if k.split(TOPIC_GROUP_SEPARATOR, 1)[0] == topic)
+
+    def topics_of(self, group: str) -> list[str]:
+        return sorted(k.split(TOPIC_GROUP_SEPARATOR, 1)[0] for k in self.table
+                      if k.split(TOPIC_GROUP_SEPARATOR, 1)[1] == group)
+
+    def remove_topic(self, topic: str) -> None:
+        with self._lock:
+            for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[0] == topic]:
+                del self.table[key]
+                self._dirty = True
+
+    def persist(self, *, force: bool = False) -> bool:
+        """Write the table if it changed since the last write; True when it wrote."""
+        with self._lock:
+            if not (self._dirty or force):
+                return False
+            self.data_version.next()
+            payload = {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(self.table.items())},
+                       "dataVersion": self.data_version.to_json()}
+            self._dirty = False
+        write_json(self.path, payload)
+        return True

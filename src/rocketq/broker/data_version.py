@@ -1,0 +1,28 @@
+"""RocketMQ's ``DataVersion``: a change counter the NameServer uses to skip unchanged registrations."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class DataVersion:
+    state_version: int = 0
+    timestamp: int = 0
+    counter: int = 0
+
+    def next(self, now_ms: int | None = None) -> None:
+        self.timestamp = now_ms if now_ms is not None else int(time.time() * 1000)
+        self.counter += 1
+
+    def to_json(self) -> dict:
+        return {"stateVersion": self.state_version, "timestamp": self.timestamp, "counter": self.counter}
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> "DataVersion":
+        data = data or {}
+        counter = data.get("counter", 0)
+        if isinstance(counter, dict):          # fastjson writes AtomicLong as a number, some tools as {"value":..}
+            counter = counter.get("value", 0)
+        return cls(int(data.get("stateVersion", 0)), int(data.get("timestamp", 0)), int(counter))
