@@ -1,0 +1,227 @@
+"""A broker over the remoting protocol: request codes mapped to small handlers over the store.
+
+Served so far (issue 3 in progress): SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE,
+PULL_MESSAGE with long polling and RocketMQ's status-to-code mapping, QUERY / UPDATE_CONSUMER_OFFSET,
+GET_MAX / GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
+UPDATE_AND_CREATE_TOPIC, GET_ALL_TOPIC_CONFIG, VIEW_MESSAGE_BY_ID.  Everything else is answered
+REQUEST_CODE_NOT_SUPPORTED, as Java answers codes it has no processor for.
+
+The store's put path is synchronous and short; under SYNC_FLUSH the handler awaits the group
+commit without blocking the event loop (``MessageStore.put_message_async``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocketq.broker.consumer_offsets import ConsumerOffsetManager
+from rocketq.broker.long_polling import LongPollingService
+from rocketq.broker.pull import PullHandler
+from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header, send_header
+from rocketq.broker.subscription_groups import SubscriptionGroupManager
+from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
+from rocketq.common.msgid import HostAddress
+from rocketq.remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode, not_supported_response
+from rocketq.store import MessageStore, StoreConfig
+
+log = logging.getLogger(__name__)
+
+OFFSET_PERSIST_INTERVAL_S = 5.0
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    host: str = "127.0.0.1"
+    port: int = 10911
+    auto_create_topic: bool = True
+    default_topic_queue_nums: int = 4
+
+
+class Broker:
+    def __init__(self, settings: BrokerSettings, store_config: StoreConfig):
+        self.settings = settings
+        self.store = MessageStore(store_config)
+        config_dir = Path(store_config.store_path) / "config"
+        self.topics = TopicConfigManager(config_dir / "topics.json", cluster_name=settings.cluster_name,
+                                         broker_name=settings.broker_name,
+                                         auto_create_topic=settings.auto_create_topic,
+                                         default_queue_nums=settings.default_topic_queue_nums)
+        self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        self.groups = SubscriptionGroupManager(config_dir / "subscriptionGroup.json")
+        self.server: RemotingServer | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._handlers = {
+            RequestCode.SEND_MESSAGE: self._send, RequestCode.SEND_MESSAGE_V2: self._send,
+            RequestCode.SEND_BATCH_MESSAGE: self._send_batch,
+            RequestCode.QUERY_CONSUMER_OFFSET: self._query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self._update_offset,
+            RequestCode.GET_MAX_OFFSET: self._max_offset, RequestCode.GET_MIN_OFFSET: self._min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self._search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self._earliest_time,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self._create_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self._all_topic_config,
+            RequestCode.VIEW_MESSAGE_BY_ID: self._view_message,
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> "Broker":
+        self.topics.load()
+        self.offsets.load()
+        self.groups.load()
+        self.store.start()
+        self.long_polling = LongPollingService(asyncio.get_running_loop())
+        self.store.arrival_listeners.append(self.long_polling.notify_threadsafe)
+        self._pull = PullHandler(self.store, self.offsets, self.long_polling)
+        self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
+        self.server = RemotingServer(self._handle, self.settings.host, self.settings.port)
+        await self.server.start()
+        self.address = f"{self.settings.host}:{self.server.port}"
+        self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
+        log.info("broker %s listening on %s", self.settings.broker_name, self.address)
+        return self
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self.server is not None:
+            await self.server.close()
+        self.long_polling.wake_all()
+        self.offsets.persist()
+        await asyncio.to_thread(self.store.shutdown)
+
+    async def _persist_offsets_loop(self) -> None:
+        while True:
+            await asyncio.sleep(OFFSET_PERSIST_INTERVAL_S)
+            await asyncio.to_thread(self.offsets.persist)
+
+    async def _handle(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            return not_supported_response(cmd)
+        return await handler(conn, cmd)
+
+    # -- producing ---------------------------------------------------------------------------
+
+    def _topic_for_send(self, cmd: RemotingCommand) -> TopicConfig | RemotingCommand:
+        topic = cmd.get_str("topic")
+        tc = self.topics.get(topic) or self.topics.create_in_send(
+            topic, cmd.get_str("defaultTopic", "TBW102"), cmd.get_int("defaultTopicQueueNums", 4))
+        if tc is None:
+            return RemotingCommand.create_response(cmd, ResponseCode.TOPIC_NOT_EXIST,
+                                                   f"topic[{topic}] not exist, apply first please!")
+        if not tc.is_writable():
+            return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION,
+                                                   f"the topic[{topic}] sending is forbidden")
+        return tc
+
+    @staticmethod
+    def _queue_id(cmd: RemotingCommand, tc: TopicConfig) -> int:
+        qid = cmd.get_int("queueId", -1)
+        return random.randrange(tc.write_queue_nums) if qid < 0 else qid % tc.write_queue_nums
+
+    async def _send(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        send_header(cmd)
+        tc = self._topic_for_send(cmd)
+        if isinstance(tc, RemotingCommand):
+            return tc
+        msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=self._queue_id(cmd, tc))
+        r = await self.store.put_message_async(msg)
+        code = STATUS_CODES[r.status]
+        if r.physical_offset < 0:
+            return RemotingCommand.create_response(cmd, code, r.error or str(r.status))
+        return RemotingCommand.create_response(cmd, code, None if r.ok else str(r.status), {
+            "msgId": r.msg_id, "queueId": r.queue_id, "queueOffset": r.queue_offset})
+
+    async def _send_batch(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        send_header(cmd)
+        tc = self._topic_for_send(cmd)
+        if isinstance(tc, RemotingCommand):
+            return tc
+        qid, born = self._queue_id(cmd, tc), _host_of(conn)
+        msgs = []
+        for flag, body, props in decode_batch(cmd.body):
+            m = message_from_header(cmd, body, born, queue_id=qid, props_text=props)
+            m.flag = flag
+            msgs.append(m)
+        if self.store.group_commit is not None:      # SYNC_FLUSH waits for the fsync: not on the event loop
+            rs = await asyncio.to_thread(self.store.put_messages, msgs)
+        else:
+            rs = self.store.put_messages(msgs)
+        if not rs.ok:
+            return RemotingCommand.create_response(cmd, STATUS_CODES[rs.status], rs.error or str(rs.status))
+        first = rs[0]
+        return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, None, {
+            "msgId": ",".join(rs.msg_ids), "queueId": first.queue_id, "queueOffset": first.queue_offset})
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    async def _query_offset(self, conn, cmd):
+        group, topic, qid = cmd.get_str("consumerGroup"), cmd.get_str("topic"), cmd.get_int("queueId")
+        offset = self.offsets.query(group, topic, qid)
+        if offset >= 0:
+            return _ok(cmd, {"offset": offset})
+        if cmd.get_bool("setZeroIfNotFound", True) and self.store.min_offset(topic, qid) <= 0:
+            return _ok(cmd, {"offset": 0})         # a young queue: a new group starts at the beginning
+        return RemotingCommand.create_response(cmd, ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group "
+                                               "consumer boot first")
+
+    async def _update_offset(self, conn, cmd):
+        self.offsets.commit(cmd.get_str("consumerGroup"), cmd.get_str("topic"), cmd.get_int("queueId"),
+                            cmd.get_int("commitOffset"))
+        return _ok(cmd)
+
+    async def _max_offset(self, conn, cmd):
+        return _ok(cmd, {"offset": self.store.max_offset(cmd.get_str("topic"), cmd.get_int("queueId"))})
+
+    async def _min_offset(self, conn, cmd):
+        return _ok(cmd, {"offset": self.store.min_offset(cmd.get_str("topic"), cmd.get_int("queueId"))})
+
+    async def _search_offset(self, conn, cmd):
+        upper = cmd.get_str("boundaryType", "LOWER").upper() == "UPPER"
+        return _ok(cmd, {"offset": self.store.search_offset_by_time(cmd.get_str("topic"), cmd.get_int("queueId"),
+                                                                    cmd.get_int("timestamp"), upper=upper)})
+
+    async def _earliest_time(self, conn, cmd):
+        return _ok(cmd, {"timestamp": self.store.earliest_store_time(cmd.get_str("topic"), cmd.get_int("queueId"))})
+
+    # -- admin -------------------------------------------------------------------------------
+
+    async def _create_topic(self, conn, cmd):
+        from rocketq.broker.topic_config import TopicConfigError
+        try:
+            self.topics.update(TopicConfig(cmd.get_str("topic"), cmd.get_int("readQueueNums", 8),
+                                           cmd.get_int("writeQueueNums", 8), cmd.get_int("perm", 6),
+                                           cmd.get_str("topicFilterType", "SINGLE_TAG"), cmd.get_int("topicSysFlag", 0),
+                                           cmd.get_bool("order", False)))
+        except TopicConfigError as exc:
+            return RemotingCommand.create_response(cmd, ResponseCode.INVALID_PARAMETER, str(exc))
+        return _ok(cmd)
+
+    async def _all_topic_config(self, conn, cmd):
+        return _ok(cmd, body=json.dumps(self.topics.encode()).encode())
+
+    async def _view_message(self, conn, cmd):
+        m = self.store.read_message(cmd.get_int("offset"))
+        if m is None:
+            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR,
+                                                   f"can not find message by the offset {cmd.get_int('offset')}")
+        return _ok(cmd, body=m.raw)
+
+
+def _ok(cmd: RemotingCommand, ext=None, body: bytes = b"") -> RemotingCommand:
+    return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, None, ext, body)
+
+
+def _host_of(conn) -> HostAddress:
+    try:
+        return HostAddress.parse(conn.peer)
+    except (ValueError, AttributeError):
+        return HostAddress(b"\x7f\x00\x00\x01", 0)

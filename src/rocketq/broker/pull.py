@@ -1,0 +1,70 @@
+"""PULL_MESSAGE (11): read a queue for a consumer, holding the request when there is nothing yet.
+
+Store status to response code (RocketMQ ``PullMessageProcessor``): FOUND -> SUCCESS (body = the
+records in store format, back to back); MESSAGE_WAS_REMOVING / NO_MATCHED_MESSAGE ->
+PULL_RETRY_IMMEDIATELY; NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE -> PULL_OFFSET_MOVED when the
+requested offset is not 0, else PULL_NOT_FOUND; OFFSET_FOUND_NULL / OFFSET_OVERFLOW_ONE ->
+PULL_NOT_FOUND; OFFSET_OVERFLOW_BADLY / OFFSET_TOO_SMALL -> PULL_OFFSET_MOVED.  The remark is the
+store status.  Responses always carry nextBeginOffset, minOffset, maxOffset and
+suggestWhichBrokerId.  With the SUSPEND flag (0x2) a pull that would answer PULL_NOT_FOUND waits
+(long polling) up to suspendTimeoutMillis for a message to arrive.  With COMMIT_OFFSET (0x1) the
+request's commitOffset is stored for the group first.
+"""
+
+from __future__ import annotations
+
+from rocketq.common.javahash import tag_hash
+from rocketq.remoting import RemotingCommand, ResponseCode
+from rocketq.store.results import GetStatus
+
+FLAG_COMMIT_OFFSET, FLAG_SUSPEND = 0x1, 0x2
+MAX_SUSPEND_S = 30.0
+MAX_PULL_MESSAGES = 1024
+
+_CODES = {GetStatus.FOUND: ResponseCode.SUCCESS, GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+          GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+          GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+          GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+          GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+          GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED}
+
+
+def tag_codes(subscription: str | None) -> set[int] | None:
+    """Hash codes of a ``"TagA || TagB"`` expression; None for ``*`` (everything)."""
+    if not subscription or subscription.strip() in ("*", ""):
+        return None
+    return {tag_hash(t.strip()) for t in subscription.split("||") if t.strip()}
+
+
+def status_code(status: GetStatus, offset: int) -> int:
+    if status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return _CODES[status]
+
+
+class PullHandler:
+    def __init__(self, store, offsets, long_polling):
+        self._store, self._offsets, self._polling = store, offsets, long_polling
+
+    async def handle(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        group, topic = cmd.get_str("consumerGroup"), cmd.get_str("topic")
+        qid, offset = cmd.get_int("queueId"), cmd.get_int("queueOffset")
+        flags = cmd.get_int("sysFlag", 0)
+        max_nums = max(1, min(cmd.get_int("maxMsgNums", 32), MAX_PULL_MESSAGES))
+        codes = tag_codes(cmd.get_str("subscription", "*"))
+        if flags & FLAG_COMMIT_OFFSET:
+            self._offsets.commit(group, topic, qid, cmd.get_int("commitOffset", -1))
+        result = self._store.get_messages(topic, qid, offset, max_nums, tag_codes=codes)
+        code = status_code(result.status, offset)
+        if code == ResponseCode.PULL_NOT_FOUND and flags & FLAG_SUSPEND:
+            timeout_s = min(cmd.get_int("suspendTimeoutMillis", 15_000) / 1000, MAX_SUSPEND_S)
+            if await self._polling.wait(topic, qid, offset, timeout_s, lambda: self._store.max_offset(topic, qid)):
+                result = self._store.get_messages(topic, qid, offset, max_nums, tag_codes=codes)
+                code = status_code(result.status, offset)
+        header = {"nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
+                  "maxOffset": result.max_offset, "suggestWhichBrokerId": 0}
+        if code == ResponseCode.PULL_OFFSET_MOVED and result.status == GetStatus.NO_MATCHED_LOGIC_QUEUE:
+            header["nextBeginOffset"] = 0
+        body = result.raw if code == ResponseCode.SUCCESS else b""
+        return RemotingCommand.create_response(cmd, code, None if code == ResponseCode.SUCCESS else str(result.status),
+                                               header, body)

@@ -1,0 +1,129 @@
+"""A real broker on a loopback port, driven over the remoting protocol."""
+
+import asyncio
+
+from rocketq.broker.broker import Broker, BrokerSettings
+from rocketq.broker.send import encode_batch
+from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rocketq.store import StoreConfig
+from rocketq.store.record import StoredMessage
+
+
+def store_config(path, **kw):
+    return StoreConfig(store_path=path, commitlog_file_size=1 << 20, consume_queue_entries=1000,
+                       index_slots=1009, index_max_entries=4000, **kw)
+
+
+def split_records(body: bytes) -> list[StoredMessage]:
+    out, pos = [], 0
+    while pos < len(body):
+        size = int.from_bytes(body[pos:pos + 4], "big")
+        out.append(StoredMessage(body[pos:pos + size]))
+        pos += size
+    return out
+
+
+async def with_broker(tmp_path, scenario, **settings):
+    broker = await Broker(BrokerSettings(port=0, **settings), store_config(tmp_path)).start()
+    client = RemotingClient("127.0.0.1", broker.server.port)
+    try:
+        await scenario(broker, client)
+    finally:
+        await client.close()
+        await broker.close()
+
+
+def send_v2(topic, body, queue_id=0, props="TAGS\x01TagA\x02KEYS\x01order-1\x02"):
+    # numbers and booleans as a JSON-only client sends them (PROTOCOLS.md A)
+    return RemotingCommand.create_request(RequestCode.SEND_MESSAGE_V2, {
+        "a": "PID_TEST", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0, "g": 1795336474369, "h": 0,
+        "i": props, "j": 0, "k": False}, body)
+
+
+def pull(topic, queue_id, offset, *, suspend_ms=0, subscription="*"):
+    return RemotingCommand.create_request(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": "G", "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
+        "sysFlag": 0x2 if suspend_ms else 0, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
+        "subscription": subscription, "subVersion": 0})
+
+
+def test_send_then_pull_round_trip(tmp_path):
+    async def scenario(broker, client):
+        r = await client.invoke(send_v2("Orders", b"hello", queue_id=1), timeout_s=5)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert r.ext_fields["queueId"] == "1" and r.ext_fields["queueOffset"] == "0"
+        assert len(r.ext_fields["msgId"]) == 32
+        await asyncio.to_thread(broker.store.wait_dispatched)       # consume queues are built asynchronously
+        resp = await client.invoke(pull("Orders", 1, 0), timeout_s=5)
+        assert resp.code == ResponseCode.SUCCESS
+        msgs = split_records(resp.body)
+        assert [m.body for m in msgs] == [b"hello"] and msgs[0].tags == "TagA" and msgs[0].keys == ["order-1"]
+        assert resp.ext_fields["nextBeginOffset"] == "1" and resp.ext_fields["maxOffset"] == "1"
+        empty = await client.invoke(pull("Orders", 1, 1), timeout_s=5)
+        assert empty.code == ResponseCode.PULL_NOT_FOUND and empty.remark == "OFFSET_OVERFLOW_ONE"
+        moved = await client.invoke(pull("Orders", 1, 50), timeout_s=5)
+        assert moved.code == ResponseCode.PULL_OFFSET_MOVED and moved.ext_fields["nextBeginOffset"] == "0"  # min is 0
+        filtered = await client.invoke(pull("Orders", 1, 0, subscription="TagB"), timeout_s=5)
+        assert filtered.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_long_polling_answers_when_a_message_arrives(tmp_path):
+    async def scenario(broker, client):
+        await client.invoke(send_v2("LP", b"first"), timeout_s=5)
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        consumer = RemotingClient("127.0.0.1", broker.server.port)
+        try:
+            waiting = asyncio.ensure_future(consumer.invoke(pull("LP", 0, 1, suspend_ms=20_000), timeout_s=25))
+            await asyncio.sleep(0)                     # let the pull reach the broker and be held
+            for _ in range(200):
+                if broker.long_polling.held:
+                    break
+                await asyncio.sleep(0.005)
+            assert broker.long_polling.held == 1 and not waiting.done()
+            await client.invoke(send_v2("LP", b"second"), timeout_s=5)
+            resp = await asyncio.wait_for(waiting, 5)
+            assert resp.code == ResponseCode.SUCCESS and [m.body for m in split_records(resp.body)] == [b"second"]
+        finally:
+            await consumer.close()
+    asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_batch_offsets_and_admin(tmp_path):
+    async def scenario(broker, client):
+        batch = encode_batch([(0, b"b%d" % i, "KEYS\x01bk%d\x02" % i) for i in range(5)])
+        req = send_v2("Batch", batch, queue_id=2)
+        req.code = RequestCode.SEND_BATCH_MESSAGE
+        r = await client.invoke(req, timeout_s=5)
+        assert r.code == ResponseCode.SUCCESS and len(r.ext_fields["msgId"].split(",")) == 5
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        maxo = await client.invoke(RemotingCommand.create_request(RequestCode.GET_MAX_OFFSET,
+                                                                  {"topic": "Batch", "queueId": 2}), timeout_s=5)
+        assert maxo.ext_fields["offset"] == "5"
+        q = {"consumerGroup": "G", "topic": "Batch", "queueId": 2}
+        first = await client.invoke(RemotingCommand.create_request(RequestCode.QUERY_CONSUMER_OFFSET, q), timeout_s=5)
+        assert first.code == ResponseCode.SUCCESS and first.ext_fields["offset"] == "0"      # young queue
+        await client.invoke(RemotingCommand.create_request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                                                           dict(q, commitOffset=3)), timeout_s=5)
+        again = await client.invoke(RemotingCommand.create_request(RequestCode.QUERY_CONSUMER_OFFSET, q), timeout_s=5)
+        assert again.ext_fields["offset"] == "3"
+        unknown = await client.invoke(RemotingCommand.create_request(9999, {}), timeout_s=5)
+        assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        bad = await client.invoke(RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                                                 {"topic": "bad topic"}), timeout_s=5)
+        assert bad.code == ResponseCode.INVALID_PARAMETER and "characters" in bad.remark
+    asyncio.run(with_broker(tmp_path, scenario))
+    offsets = (tmp_path / "config" / "consumerOffset.json").read_text()
+    assert '"Batch@G"' in offsets
+
+
+def test_unknown_topic_without_auto_create(tmp_path):
+    async def scenario(broker, client):
+        r = await client.invoke(send_v2("Nope", b"x"), timeout_s=5)
+        assert r.code == ResponseCode.TOPIC_NOT_EXIST and "Nope" in r.remark
+        created = await client.invoke(RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": "Nope", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}), timeout_s=5)
+        assert created.code == ResponseCode.SUCCESS
+        r = await client.invoke(send_v2("Nope", b"x", queue_id=7), timeout_s=5)
+        assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueId"] == "1"       # 7 % 2 write queues
+    asyncio.run(with_broker(tmp_path, scenario, auto_create_topic=False))
