@@ -127,3 +127,46 @@ def test_unknown_topic_without_auto_create(tmp_path):
         r = await client.invoke(send_v2("Nope", b"x", queue_id=7), timeout_s=5)
         assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueId"] == "1"       # 7 % 2 write queues
     asyncio.run(with_broker(tmp_path, scenario, auto_create_topic=False))
+
+
+def test_heartbeat_groups_and_notifications(tmp_path):
+    import json
+
+    def heartbeat(client_id):
+        return RemotingCommand.create_request(RequestCode.HEART_BEAT, {}, json.dumps({
+            "clientID": client_id, "producerDataSet": [],
+            "consumerDataSet": [{"groupName": "GID_A", "consumeType": "CONSUME_PASSIVELY",
+                                 "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                                 "subscriptionDataSet": [{"topic": "T", "subString": "*", "tagsSet": [],
+                                                          "codeSet": [], "subVersion": 1}],
+                                 "unitMode": False}]}).encode())
+
+    async def scenario(broker, client):
+        notified = asyncio.Event()
+
+        async def on_request(conn, cmd):
+            if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+                notified.set()
+            return None
+
+        other = RemotingClient("127.0.0.1", broker.server.port, handler=on_request)
+        try:
+            await other.invoke(heartbeat("c2"), timeout_s=5)
+            r = await client.invoke(heartbeat("c1"), timeout_s=5)
+            assert r.code == ResponseCode.SUCCESS
+            assert broker.topics.get("%RETRY%GID_A").perm == 6 and broker.groups.get("GID_A") is not None
+            await asyncio.wait_for(notified.wait(), 5)       # c2 hears that c1 joined
+            lst = await client.invoke(RemotingCommand.create_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                                     {"consumerGroup": "GID_A"}), timeout_s=5)
+            assert json.loads(lst.body) == {"consumerIdList": ["c1", "c2"]}
+        finally:
+            await other.close()
+        for _ in range(200):                     # the closed connection leaves the group
+            if broker.clients.consumer_ids("GID_A") == ["c1"]:
+                break
+            await asyncio.sleep(0.005)
+        assert broker.clients.consumer_ids("GID_A") == ["c1"]
+        none = await client.invoke(RemotingCommand.create_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                                  {"consumerGroup": "nobody"}), timeout_s=5)
+        assert none.code == ResponseCode.SYSTEM_ERROR and none.remark == "no consumer for this group"
+    asyncio.run(with_broker(tmp_path, scenario))

@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
 from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
@@ -68,7 +69,10 @@ class Broker:
             RequestCode.UPDATE_AND_CREATE_TOPIC: self._create_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self._all_topic_config,
             RequestCode.VIEW_MESSAGE_BY_ID: self._view_message,
+            RequestCode.HEART_BEAT: self._heartbeat, RequestCode.UNREGISTER_CLIENT: self._unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
         }
+        self.clients = ClientManager()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -103,6 +107,9 @@ class Broker:
             await asyncio.to_thread(self.offsets.persist)
 
     async def _handle(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
+        if "watched" not in conn.context:        # first request on this connection: watch its end
+            conn.context["watched"] = True
+            conn.on_close(lambda c: self._notify_changed(self.clients.connection_closed(c)))
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return not_supported_response(cmd)
@@ -192,6 +199,40 @@ class Broker:
     async def _earliest_time(self, conn, cmd):
         return _ok(cmd, {"timestamp": self.store.earliest_store_time(cmd.get_str("topic"), cmd.get_int("queueId"))})
 
+    # -- clients -----------------------------------------------------------------------------
+
+    async def _heartbeat(self, conn, cmd):
+        try:
+            data = json.loads(cmd.body or b"{}")
+        except ValueError as exc:
+            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, f"heartbeat body is not JSON: {exc}")
+        for c in data.get("consumerDataSet") or ():
+            group = self.groups.get(str(c.get("groupName")), create=True)
+            if group is not None:
+                self.topics.create_retry_or_dlq(f"%RETRY%{group.group_name}", group.retry_queue_nums)
+        self._notify_changed(self.clients.heartbeat(conn, data))
+        return _ok(cmd, {"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true"})
+
+    async def _unregister_client(self, conn, cmd):
+        changed = self.clients.unregister(cmd.get_str("clientID", ""), producer_group=cmd.get_str("producerGroup", ""),
+                                          consumer_group=cmd.get_str("consumerGroup", ""))
+        self._notify_changed(changed)
+        return _ok(cmd)
+
+    async def _consumer_list(self, conn, cmd):
+        ids = self.clients.consumer_ids(cmd.get_str("consumerGroup"))
+        if not ids:
+            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, "no consumer for this group")
+        return _ok(cmd, body=json.dumps({"consumerIdList": ids}).encode())
+
+    def _notify_changed(self, groups: list[str]) -> None:
+        """Oneway NOTIFY_CONSUMER_IDS_CHANGED to every client of each group, so they rebalance now."""
+        for group in groups:
+            for conn in self.clients.connections(group):
+                note = RemotingCommand.create_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                                      {"consumerGroup": group}, oneway=True)
+                asyncio.ensure_future(_quietly(conn.send_oneway(note)))
+
     # -- admin -------------------------------------------------------------------------------
 
     async def _create_topic(self, conn, cmd):
@@ -214,6 +255,13 @@ class Broker:
             return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR,
                                                    f"can not find message by the offset {cmd.get_int('offset')}")
         return _ok(cmd, body=m.raw)
+
+
+async def _quietly(coro) -> None:
+    try:
+        await coro
+    except Exception as exc:        # a client that went away: nothing to tell it
+        log.debug("notification not delivered: %s", exc)
 
 
 def _ok(cmd: RemotingCommand, ext=None, body: bytes = b"") -> RemotingCommand:

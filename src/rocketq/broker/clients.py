@@ -1,0 +1,96 @@
+"""Producer and consumer groups the broker knows from heartbeats (RocketMQ ``ConsumerManager``).
+
+A HEART_BEAT body (``HeartbeatData`` JSON) names the client, its producer groups and its consumer
+groups with their subscriptions.  The broker keeps, per consumer group, the clients and their
+connections; when the set changes it tells the group's other clients with a oneway
+NOTIFY_CONSUMER_IDS_CHANGED so they rebalance at once.  A client whose connection closes, or that
+has not heartbeated for ``CHANNEL_EXPIRED_S``, is dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+CHANNEL_EXPIRED_S = 120.0
+
+
+@dataclass
+class ConsumerGroupInfo:
+    group: str
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptions: dict[str, dict] = field(default_factory=dict)      # topic -> SubscriptionData JSON
+    clients: dict[str, tuple[object, float]] = field(default_factory=dict)   # client id -> (conn, last seen)
+
+
+class ClientManager:
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self.consumers: dict[str, ConsumerGroupInfo] = {}
+        self.producers: dict[str, dict[str, object]] = {}
+
+    def heartbeat(self, conn, data: dict) -> list[str]:
+        """Record a HeartbeatData; returns consumer groups whose membership changed."""
+        client_id = str(data.get("clientID", ""))
+        now = self._clock()
+        for p in data.get("producerDataSet") or ():
+            self.producers.setdefault(str(p.get("groupName")), {})[client_id] = conn
+        changed = []
+        for c in data.get("consumerDataSet") or ():
+            name = str(c.get("groupName"))
+            info = self.consumers.setdefault(name, ConsumerGroupInfo(name))
+            info.consume_type = c.get("consumeType", info.consume_type)
+            info.message_model = c.get("messageModel", info.message_model)
+            info.consume_from_where = c.get("consumeFromWhere", info.consume_from_where)
+            for sub in c.get("subscriptionDataSet") or ():
+                info.subscriptions[str(sub.get("topic"))] = sub
+            if client_id not in info.clients:
+                changed.append(name)
+            info.clients[client_id] = (conn, now)
+        return changed
+
+    def unregister(self, client_id: str, *, producer_group: str | None, consumer_group: str | None) -> list[str]:
+        if producer_group:
+            self.producers.get(producer_group, {}).pop(client_id, None)
+        if consumer_group and consumer_group in self.consumers:
+            if self.consumers[consumer_group].clients.pop(client_id, None) is not None:
+                return [consumer_group]
+        return []
+
+    def connection_closed(self, conn) -> list[str]:
+        changed = []
+        for name, info in self.consumers.items():
+            gone = [cid for cid, (c, _) in info.clients.items() if c is conn]
+            for cid in gone:
+                del info.clients[cid]
+            if gone:
+                changed.append(name)
+        for members in self.producers.values():
+            for cid in [cid for cid, c in members.items() if c is conn]:
+                del members[cid]
+        return changed
+
+    def expire(self) -> list[str]:
+        limit = self._clock() - CHANNEL_EXPIRED_S
+        changed = []
+        for name, info in self.consumers.items():
+            stale = [cid for cid, (_, seen) in info.clients.items() if seen < limit]
+            for cid in stale:
+                del info.clients[cid]
+            if stale:
+                changed.append(name)
+        return changed
+
+    def consumer_ids(self, group: str) -> list[str]:
+        info = self.consumers.get(group)
+        return sorted(info.clients) if info else []
+
+    def connections(self, group: str) -> list:
+        info = self.consumers.get(group)
+        return [c for c, _ in info.clients.values()] if info else []
+
+    def any_producer(self, group: str):
+        members = self.producers.get(group) or {}
+        return next(iter(members.values()), None)
