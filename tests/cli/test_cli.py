@@ -84,3 +84,27 @@ def test_bench_store_quick_smoke(tmp_path):
     assert out.exit_code == 0, out.output
     results = json.loads((tmp_path / "r.json").read_text())["results"]
     assert len(results) == 6 and all(r["values"][0] > 0 for r in results)
+
+
+def test_broker_command_serves_and_stops_cleanly_on_sigterm(tmp_path):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-m", "rocketq.cli.main", "broker", "--store-path", str(tmp_path / "s"),
+                             "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert "listening on 127.0.0.1:%d" % port in proc.stdout.readline()
+        assert (tmp_path / "s" / "abort").exists()
+        proc.send_signal(signal.SIGTERM)
+        assert "stopped cleanly" in proc.stdout.read()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    assert not (tmp_path / "s" / "abort").exists()

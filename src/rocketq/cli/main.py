@@ -45,12 +45,14 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 def _register() -> None:
     from rocketq.cli.bench_cmd import bench
+    from rocketq.cli.broker_cmd import broker
     from rocketq.cli.run_cmd import run
     from rocketq.cli.store_cmd import store
 
     cli.add_command(store)
     cli.add_command(run)
     cli.add_command(bench)
+    cli.add_command(broker)
 
 
 _register()
@@ -58,3 +60,7 @@ _register()
 
 def main() -> None:
     cli(prog_name="rocketq")
+
+
+if __name__ == "__main__":
+    main()
