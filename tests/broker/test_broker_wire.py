@@ -170,3 +170,47 @@ def test_heartbeat_groups_and_notifications(tmp_path):
                                                                   {"consumerGroup": "nobody"}), timeout_s=5)
         assert none.code == ResponseCode.SYSTEM_ERROR and none.remark == "no consumer for this group"
     asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_registers_with_every_nameserver_and_again_when_topics_change(tmp_path):
+    import json
+    import zlib
+
+    from rocketq.remoting import RemotingServer
+
+    async def scenario():
+        seen = {0: [], 1: []}
+        changed = asyncio.Event()
+
+        def recorder(i):
+            async def handler(conn, cmd):
+                if cmd.code in (RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER):
+                    seen[i].append(cmd)
+                    if cmd.code == RequestCode.REGISTER_BROKER and "Fresh" in json.loads(cmd.body)[
+                            "topicConfigSerializeWrapper"]["topicConfigTable"]:
+                        changed.set()
+                return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS)
+            return handler
+
+        ns = [RemotingServer(recorder(i), "127.0.0.1", 0) for i in range(2)]
+        for s in ns:
+            await s.start()
+        addr = ";".join(f"127.0.0.1:{s.port}" for s in ns)
+        broker = await Broker(BrokerSettings(port=0, namesrv_addr=addr), store_config(tmp_path)).start()
+        try:
+            client = RemotingClient("127.0.0.1", broker.server.port)
+            await client.invoke(RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": "Fresh", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}), timeout_s=5)
+            await asyncio.wait_for(changed.wait(), 5)
+            await client.close()
+        finally:
+            await broker.close()
+            for s in ns:
+                await s.close()
+        for i in (0, 1):
+            reg = [c for c in seen[i] if c.code == RequestCode.REGISTER_BROKER]
+            assert reg and reg[0].ext_fields["brokerName"] == "broker-a" and reg[0].ext_fields["brokerId"] == "0"
+            assert int(reg[0].ext_fields["bodyCrc32"]) == zlib.crc32(reg[0].body) & 0x7FFFFFFF
+            assert reg[0].ext_fields["brokerAddr"] == broker.address
+            assert seen[i][-1].code == RequestCode.UNREGISTER_BROKER
+    asyncio.run(scenario())

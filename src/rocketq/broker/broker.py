@@ -23,6 +23,7 @@ from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
 from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
+from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header, send_header
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
@@ -43,6 +44,9 @@ class BrokerSettings:
     port: int = 10911
     auto_create_topic: bool = True
     default_topic_queue_nums: int = 4
+    namesrv_addr: str | None = None          # "host:port;host:port", RocketMQ's namesrvAddr
+    broker_id: int = 0
+    announce_host: str | None = None         # the address clients should use, when host is 0.0.0.0
 
 
 class Broker:
@@ -87,7 +91,18 @@ class Broker:
         self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
         self.server = RemotingServer(self._handle, self.settings.host, self.settings.port)
         await self.server.start()
-        self.address = f"{self.settings.host}:{self.server.port}"
+        host = self.settings.announce_host or (
+            "127.0.0.1" if self.settings.host in ("0.0.0.0", "") else self.settings.host)
+        self.address = f"{host}:{self.server.port}"
+        self.registrar = None
+        addrs = parse_namesrv_addrs(self.settings.namesrv_addr)
+        if addrs:
+            self.registrar = NameServerRegistrar(addrs, cluster=self.settings.cluster_name,
+                                                 broker_name=self.settings.broker_name,
+                                                 broker_id=self.settings.broker_id, broker_addr=self.address,
+                                                 ha_addr=f"{host}:{self.server.port + 1}", topic_table=self.topics.encode)
+            self.topics.listeners.append(self.registrar.topics_changed)
+            self.registrar.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
         log.info("broker %s listening on %s", self.settings.broker_name, self.address)
         return self
@@ -95,6 +110,8 @@ class Broker:
     async def close(self) -> None:
         for t in self._tasks:
             t.cancel()
+        if self.registrar is not None:
+            await self.registrar.close()
         if self.server is not None:
             await self.server.close()
         self.long_polling.wake_all()

@@ -77,6 +77,7 @@ class TopicConfigManager:
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self.auto_create_topic = auto_create_topic
+        self.listeners: list = []          # called with no arguments after every change (re-register)
         self._lock = threading.RLock()
         self._system_topics(cluster_name, broker_name, default_queue_nums)
 
@@ -107,6 +108,8 @@ class TopicConfigManager:
         with self._lock:
             payload = self.encode()
         write_json(self.path, payload)
+        for listener in self.listeners:
+            listener()
 
     def encode(self) -> dict:
         with self._lock:

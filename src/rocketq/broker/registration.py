@@ -1,0 +1,91 @@
+"""Registering with the NameServers (RocketMQ ``BrokerOuterAPI.registerBrokerAll``).
+
+Every ``REGISTER_PERIOD_S`` (30 s, and at once after a topic changes) the broker sends
+REGISTER_BROKER to every NameServer in parallel: header ``brokerAddr, brokerName, brokerId,
+clusterName, haServerAddr, compressed=false, bodyCrc32`` and a ``RegisterBrokerBody`` JSON body
+``{"topicConfigSerializeWrapper": {"topicConfigTable": ..., "dataVersion": ...}, "filterServerList": []}``.
+``bodyCrc32`` is ``crc32(body) & 0x7FFFFFFF`` so the NameServer can reject a damaged body.  On
+shutdown it sends UNREGISTER_BROKER.  A NameServer that does not answer is retried next period;
+the others are unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import zlib
+
+from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+
+log = logging.getLogger(__name__)
+
+REGISTER_PERIOD_S = 30.0
+REGISTER_TIMEOUT_S = 6.0
+
+
+def parse_namesrv_addrs(text: str | None) -> list[tuple[str, int]]:
+    """``"127.0.0.1:9876;10.0.0.2:9876"`` -> [(host, port), ...] (RocketMQ separates with ';')."""
+    out = []
+    for part in (text or "").replace(",", ";").split(";"):
+        part = part.strip()
+        if part:
+            host, _, port = part.rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"namesrvAddr entry {part!r} is not host:port")
+            out.append((host, int(port)))
+    return out
+
+
+class NameServerRegistrar:
+    def __init__(self, addrs: list[tuple[str, int]], *, cluster: str, broker_name: str, broker_id: int,
+                 broker_addr: str, ha_addr: str, topic_table):
+        self._clients = [RemotingClient(h, p) for h, p in addrs]
+        self._header = {"brokerAddr": broker_addr, "brokerName": broker_name, "brokerId": broker_id,
+                        "clusterName": cluster, "haServerAddr": ha_addr, "compressed": False}
+        self._topic_table = topic_table          # callable -> topics.json-shaped dict
+        self._task: asyncio.Task | None = None
+        self._kick = asyncio.Event()
+
+    def body(self) -> bytes:
+        return json.dumps({"topicConfigSerializeWrapper": self._topic_table(), "filterServerList": []}).encode()
+
+    async def register_once(self) -> list[bool]:
+        body = self.body()
+        header = dict(self._header, bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF)
+        return await asyncio.gather(*(self._send(c, RequestCode.REGISTER_BROKER, header, body)
+                                      for c in self._clients))
+
+    async def _send(self, client: RemotingClient, code: int, header: dict, body: bytes = b"") -> bool:
+        try:
+            r = await client.invoke(RemotingCommand.create_request(code, header, body), timeout_s=REGISTER_TIMEOUT_S)
+        except Exception as exc:
+            log.warning("NameServer %s:%d unreachable for %s: %s", client.host, client.port,
+                        getattr(code, "name", code), exc)
+            return False
+        if r.code != ResponseCode.SUCCESS:
+            log.warning("NameServer %s:%d refused %s: %s", client.host, client.port, code, r.remark)
+        return r.code == ResponseCode.SUCCESS
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    def topics_changed(self) -> None:
+        self._kick.set()
+
+    async def _loop(self) -> None:
+        while True:
+            self._kick.clear()             # before sending: a change during the send triggers another one
+            await self.register_once()
+            try:
+                await asyncio.wait_for(self._kick.wait(), REGISTER_PERIOD_S)
+            except asyncio.TimeoutError:
+                pass
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        header = {k: self._header[k] for k in ("brokerAddr", "brokerName", "brokerId", "clusterName")}
+        await asyncio.gather(*(self._send(c, RequestCode.UNREGISTER_BROKER, header) for c in self._clients))
+        for c in self._clients:
+            await c.close()
