@@ -214,3 +214,34 @@ def test_registers_with_every_nameserver_and_again_when_topics_change(tmp_path):
             assert reg[0].ext_fields["brokerAddr"] == broker.address
             assert seen[i][-1].code == RequestCode.UNREGISTER_BROKER
     asyncio.run(scenario())
+
+
+def test_send_back_goes_to_retry_with_growing_delay_then_to_dlq(tmp_path):
+    async def scenario(broker, client):
+        r = await client.invoke(send_v2("Work", b"job", queue_id=0), timeout_s=5)
+        phy = int(r.ext_fields["msgId"][-16:], 16)
+
+        async def send_back(offset, max_times=16):
+            req = RemotingCommand.create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+                "offset": offset, "group": "GID_W", "delayLevel": 0, "originMsgId": r.ext_fields["msgId"],
+                "originTopic": "Work", "maxReconsumeTimes": max_times}, version=121)
+            return await client.invoke(req, timeout_s=5)
+
+        back = await send_back(phy)
+        assert back.code == ResponseCode.SUCCESS
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        parked = broker.store.get_messages("SCHEDULE_TOPIC_XXXX", 2, 0, 10)     # delay level 3 -> queue 2
+        assert len(parked) == 1
+        m = parked[0]
+        assert m.properties["REAL_TOPIC"] == "%RETRY%GID_W" and m.reconsume_times == 1
+        assert m.properties["RETRY_TOPIC"] == "Work" and m.properties["ORIGIN_MESSAGE_ID"] == r.ext_fields["msgId"]
+        # a message that already used its retries is dead-lettered at once
+        dead = await send_back(m.physical_offset, max_times=1)
+        assert dead.code == ResponseCode.SUCCESS
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        dlq = broker.store.get_messages("%DLQ%GID_W", 0, 0, 10)
+        assert [x.body for x in dlq] == [b"job"] and dlq[0].properties["DLQ_ORIGIN_TOPIC"] == "Work"
+        assert broker.topics.get("%DLQ%GID_W") is not None and broker.topics.get("%RETRY%GID_W") is not None
+        gone = await send_back(10 ** 9)
+        assert gone.code == ResponseCode.SYSTEM_ERROR and "offset" in gone.remark
+    asyncio.run(with_broker(tmp_path, scenario))

@@ -25,6 +25,7 @@ from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header, send_header
+from rocketq.broker.send_back import consumer_send_back
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketq.common.msgid import HostAddress
@@ -75,6 +76,7 @@ class Broker:
             RequestCode.VIEW_MESSAGE_BY_ID: self._view_message,
             RequestCode.HEART_BEAT: self._heartbeat, RequestCode.UNREGISTER_CLIENT: self._unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
+            RequestCode.CONSUMER_SEND_MSG_BACK: lambda conn, cmd: consumer_send_back(self, conn, cmd),
         }
         self.clients = ClientManager()
 
