@@ -245,3 +245,33 @@ def test_send_back_goes_to_retry_with_growing_delay_then_to_dlq(tmp_path):
         gone = await send_back(10 ** 9)
         assert gone.code == ResponseCode.SYSTEM_ERROR and "offset" in gone.remark
     asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_query_message_by_key_and_queue_locks(tmp_path):
+    import json
+
+    async def scenario(broker, client):
+        for i in range(3):
+            await client.invoke(send_v2("Q", b"q%d" % i, props="KEYS\x01order-7\x02"), timeout_s=5)
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        r = await client.invoke(RemotingCommand.create_request(RequestCode.QUERY_MESSAGE, {
+            "topic": "Q", "key": "order-7", "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 2 ** 62}), timeout_s=5)
+        assert r.code == ResponseCode.SUCCESS
+        assert sorted(m.body for m in split_records(r.body)) == [b"q0", b"q1", b"q2"]
+        miss = await client.invoke(RemotingCommand.create_request(RequestCode.QUERY_MESSAGE, {
+            "topic": "Q", "key": "nope", "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 2 ** 62}), timeout_s=5)
+        assert miss.code == ResponseCode.QUERY_NOT_FOUND
+
+        def lock(client_id, code=RequestCode.LOCK_BATCH_MQ):
+            body = {"consumerGroup": "G", "clientId": client_id, "onlyThisBroker": False,
+                    "mqSet": [{"topic": "Q", "brokerName": "broker-a", "queueId": q} for q in (0, 1)]}
+            return RemotingCommand.create_request(code, {}, json.dumps(body).encode())
+
+        a = await client.invoke(lock("A"), timeout_s=5)
+        assert len(json.loads(a.body)["lockOKMQSet"]) == 2
+        b = await client.invoke(lock("B"), timeout_s=5)
+        assert json.loads(b.body)["lockOKMQSet"] == []                   # held by A
+        await client.invoke(lock("A", RequestCode.UNLOCK_BATCH_MQ), timeout_s=5)
+        b = await client.invoke(lock("B"), timeout_s=5)
+        assert len(json.loads(b.body)["lockOKMQSet"]) == 2
+    asyncio.run(with_broker(tmp_path, scenario))

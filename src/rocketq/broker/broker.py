@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
+from rocketq.broker.locks import QueueLocks
 from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
@@ -77,7 +78,10 @@ class Broker:
             RequestCode.HEART_BEAT: self._heartbeat, RequestCode.UNREGISTER_CLIENT: self._unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
             RequestCode.CONSUMER_SEND_MSG_BACK: lambda conn, cmd: consumer_send_back(self, conn, cmd),
+            RequestCode.QUERY_MESSAGE: self._query_message,
+            RequestCode.LOCK_BATCH_MQ: self._lock_batch, RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
         }
+        self.locks = QueueLocks()
         self.clients = ClientManager()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -267,6 +271,31 @@ class Broker:
 
     async def _all_topic_config(self, conn, cmd):
         return _ok(cmd, body=json.dumps(self.topics.encode()).encode())
+
+    async def _query_message(self, conn, cmd):
+        topic, key = cmd.get_str("topic"), cmd.get_str("key")
+        found = self.store.query_by_key(topic, key, max(1, min(cmd.get_int("maxNum", 32), 64)),
+                                        cmd.get_int("beginTimestamp", 0), cmd.get_int("endTimestamp", 2 ** 62))
+        if not found:
+            return RemotingCommand.create_response(cmd, ResponseCode.QUERY_NOT_FOUND,
+                                                   "can not find message, maybe time range not correct")
+        last = self.store.index.query(topic, key, 1, 0, 2 ** 62) if self.store.index else None
+        return _ok(cmd, {"indexLastUpdateTimestamp": last.last_update_timestamp if last else 0,
+                         "indexLastUpdatePhyoffset": last.last_update_phy_offset if last else 0},
+                   b"".join(m.raw for m in found))
+
+    async def _lock_batch(self, conn, cmd):
+        req = json.loads(cmd.body or b"{}")
+        queues = [(q["topic"], q["brokerName"], int(q["queueId"])) for q in req.get("mqSet") or ()]
+        held = self.locks.try_lock(req.get("consumerGroup", ""), req.get("clientId", ""), queues)
+        return _ok(cmd, body=json.dumps({"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q}
+                                                         for t, b, q in held]}).encode())
+
+    async def _unlock_batch(self, conn, cmd):
+        req = json.loads(cmd.body or b"{}")
+        queues = [(q["topic"], q["brokerName"], int(q["queueId"])) for q in req.get("mqSet") or ()]
+        self.locks.unlock(req.get("consumerGroup", ""), req.get("clientId", ""), queues)
+        return _ok(cmd)
 
     async def _view_message(self, conn, cmd):
         m = self.store.read_message(cmd.get_int("offset"))
