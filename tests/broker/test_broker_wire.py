@@ -275,3 +275,36 @@ def test_query_message_by_key_and_queue_locks(tmp_path):
         b = await client.invoke(lock("B"), timeout_s=5)
         assert len(json.loads(b.body)["lockOKMQSet"]) == 2
     asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_transactions_commit_and_rollback(tmp_path):
+    async def scenario(broker, client):
+        async def half(body):
+            req = send_v2("Pay", body, props="TRAN_MSG\x01true\x02PGROUP\x01PID_TX\x02KEYS\x01%s\x02" % body.decode())
+            req.ext_fields["f"] = "4"                                   # PREPARED
+            r = await client.invoke(req, timeout_s=5)
+            assert r.code == ResponseCode.SUCCESS
+            return int(r.ext_fields["msgId"][-16:], 16), r
+
+        def end(phy, kind):
+            return RemotingCommand.create_request(RequestCode.END_TRANSACTION, {
+                "producerGroup": "PID_TX", "tranStateTableOffset": 0, "commitLogOffset": phy,
+                "commitOrRollback": kind, "fromTransactionCheck": False, "msgId": "x", "transactionId": "t"})
+
+        ok_phy, _ = await half(b"paid")
+        no_phy, _ = await half(b"cancelled")
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        assert broker.store.max_offset("Pay", 0) == 0                       # halves are invisible
+        assert broker.store.max_offset("RMQ_SYS_TRANS_HALF_TOPIC", 0) == 2
+        assert (await client.invoke(end(ok_phy, 8), timeout_s=5)).code == ResponseCode.SUCCESS
+        assert (await client.invoke(end(no_phy, 12), timeout_s=5)).code == ResponseCode.SUCCESS
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        bodies = [m.body for q in range(4) for m in broker.store.get_messages("Pay", q, 0, 10)]
+        assert bodies == [b"paid"]
+        committed = next(m for q in range(4) for m in broker.store.get_messages("Pay", q, 0, 10))
+        assert "TRAN_MSG" not in committed.properties and committed.sys_flag & 0xC == 0x8
+        ops = broker.store.get_messages("RMQ_SYS_TRANS_OP_HALF_TOPIC", 0, 0, 10)
+        assert [m.body for m in ops] == [b"0", b"1"] and ops[0].tags == "d"
+        bad = await client.invoke(end(10 ** 9, 8), timeout_s=5)
+        assert bad.code == ResponseCode.SYSTEM_ERROR
+    asyncio.run(with_broker(tmp_path, scenario))

@@ -29,6 +29,7 @@ from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header,
 from rocketq.broker.send_back import consumer_send_back
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
+from rocketq.broker.transactions import end_transaction, is_half, to_half
 from rocketq.common.msgid import HostAddress
 from rocketq.remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode, not_supported_response
 from rocketq.store import MessageStore, StoreConfig
@@ -80,6 +81,7 @@ class Broker:
             RequestCode.CONSUMER_SEND_MSG_BACK: lambda conn, cmd: consumer_send_back(self, conn, cmd),
             RequestCode.QUERY_MESSAGE: self._query_message,
             RequestCode.LOCK_BATCH_MQ: self._lock_batch, RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
+            RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
         }
         self.locks = QueueLocks()
         self.clients = ClientManager()
@@ -163,6 +165,8 @@ class Broker:
         if isinstance(tc, RemotingCommand):
             return tc
         msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=self._queue_id(cmd, tc))
+        if is_half(msg):
+            msg = to_half(msg)
         r = await self.store.put_message_async(msg)
         code = STATUS_CODES[r.status]
         if r.physical_offset < 0:
