@@ -41,3 +41,24 @@ def test_gather_be_matches_int_from_bytes():
         assert scan.gather_be(u8, at, width).tolist() == want, f"width {width} seed {seed}"
     signed = [int.from_bytes(data[a:a + 4], "big", signed=True) for a in at.tolist()]
     assert scan.gather_be(u8, at, 4, signed=True).tolist() == signed, f"seed {seed}"
+
+
+def test_magic_search_on_two_cores_matches_one_core(monkeypatch):
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    size = 4096
+    magic = bytes.fromhex("DAA320A7")
+    for trial in range(20):
+        data = bytearray(rng.getrandbits(8) for _ in range(size))
+        mid = size // 2
+        spots = {mid - 5, mid - 4, mid - 3, mid - 2, mid - 1, mid, mid + 1, mid + 2, mid + 3, 4, size - 4}
+        spots |= {rng.randrange(4, size - 4) for _ in range(10)}
+        for p in sorted(spots)[::2] if trial % 2 else sorted(spots)[1::2]:
+            data[p:p + 4] = magic
+        buf = bytes(data)
+        monkeypatch.setattr(scan, "PARALLEL_MAGIC_MIN_BYTES", 1 << 40)
+        serial = scan._magic_positions(buf, 0, size).tolist()
+        monkeypatch.setattr(scan, "PARALLEL_MAGIC_MIN_BYTES", 64)
+        parallel = scan._magic_positions(buf, 0, size).tolist()
+        assert parallel == serial, f"seed {seed} trial {trial}"
+        assert serial == sorted(i for i in range(4, size - 3) if buf[i:i + 4] == magic), f"seed {seed}"

@@ -54,7 +54,22 @@ MAGIC_CHUNK_WORDS = 16 << 20
 _MAGIC_V1_NATIVE = int.from_bytes(MAGIC_V1.to_bytes(4, "big"), sys.byteorder)
 
 
+PARALLEL_MAGIC_MIN_BYTES = 64 << 20
+
+
 def _magic_positions(buf, start: int, limit: int) -> np.ndarray:
+    """Sorted byte positions p in [start+4, limit) holding the V1 record magic (two cores when large)."""
+    if limit - start < PARALLEL_MAGIC_MIN_BYTES:
+        return _magic_positions_in(buf, start, limit)
+    mid = (start + limit) // 2
+    # the first half finds magics starting at or before mid, the second those starting after it
+    first, second = on_two_cores(lambda: _magic_positions_in(buf, start, mid + 4),
+                                 lambda: _magic_positions_in(buf, mid - 3, limit).tobytes())
+    second = np.frombuffer(second, dtype=np.int64)
+    return np.concatenate([first, second[second > (first[-1] if len(first) else -1)]])
+
+
+def _magic_positions_in(buf, start: int, limit: int) -> np.ndarray:
     """Sorted byte positions p in [start+4, limit) holding the V1 record magic.
 
     Four native-order uint32 views of the buffer, shifted by 0..3 bytes, cover every alignment;
@@ -230,41 +245,67 @@ def _v2_ok(buf, pos: int, size: int, base: int) -> bool:
 PARALLEL_CRC_MIN_RECORDS = 200_000
 
 
-def _first_crc_mismatch_parallel(buf, pos, body_len, stored) -> int | None:
-    """:func:`_first_crc_mismatch` on two cores: a forked child checks the second half.
+def on_two_cores(local, remote):
+    """``(local(), remote())`` with ``remote`` run in a forked child at the same time.
 
-    The CRC pass is one C call per record and the largest part of a recovery scan; the child
-    shares the mapping, computes, writes one int64 to a pipe and exits without touching anything
-    else of the parent's.  Where fork is unavailable or the child fails, the parent does it all.
+    ``remote`` must return bytes; the child shares the parent's mappings, writes its answer to a
+    pipe and leaves with ``os._exit`` without touching anything else.  Where fork is unavailable or
+    the child fails, ``remote`` runs here afterwards.  Recovery uses it for its two largest passes.
     """
-    n = len(pos)
-    if n < PARALLEL_CRC_MIN_RECORDS or not hasattr(os, "fork"):
-        return _first_crc_mismatch(buf, pos, body_len, stored)
-    mid = n // 2
+    if not hasattr(os, "fork"):
+        return local(), remote()
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:                                    # child: compute, report, leave at once
+    if pid == 0:                                   # child
         try:
-            found = _first_crc_mismatch(buf, pos[mid:], body_len[mid:], stored[mid:])
-            os.write(w, struct.pack(">q", -1 if found is None else found))
+            data = remote()
+            os.write(w, struct.pack(">q", len(data)))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
         finally:
             os._exit(0)
     os.close(w)
     try:
-        first = _first_crc_mismatch(buf, pos[:mid], body_len[:mid], stored[:mid])
-        data = os.read(r, 8)
+        mine = local()
+        head = _read_exactly(r, 8)
+        theirs = _read_exactly(r, struct.unpack(">q", head)[0]) if len(head) == 8 else None
     finally:
         os.close(r)
         os.waitpid(pid, 0)
+    if theirs is None:
+        log.warning("the helper process of a parallel scan failed; doing its half here")
+        theirs = remote()
+    return mine, theirs
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    parts, left = [], n
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def _first_crc_mismatch_parallel(buf, pos, body_len, stored) -> int | None:
+    """:func:`_first_crc_mismatch` with the second half of the records checked by another core."""
+    n = len(pos)
+    if n < PARALLEL_CRC_MIN_RECORDS:
+        return _first_crc_mismatch(buf, pos, body_len, stored)
+    mid = n // 2
+
+    def second() -> bytes:
+        found = _first_crc_mismatch(buf, pos[mid:], body_len[mid:], stored[mid:])
+        return struct.pack(">q", -1 if found is None else found)
+
+    first, data = on_two_cores(lambda: _first_crc_mismatch(buf, pos[:mid], body_len[:mid], stored[:mid]), second)
     if first is not None:
         return first
-    if len(data) != 8:
-        log.warning("parallel CRC check failed in the child; checking the second half here")
-        second = _first_crc_mismatch(buf, pos[mid:], body_len[mid:], stored[mid:])
-    else:
-        second = struct.unpack(">q", data)[0]
-        second = None if second < 0 else second
-    return None if second is None else mid + second
+    found = struct.unpack(">q", data)[0]
+    return None if found < 0 else mid + found
 
 
 def _first_crc_mismatch(buf, pos, body_len, stored) -> int | None:
