@@ -42,8 +42,8 @@ class SegmentScan:
 
 
 def scan_segment(buf, base_offset: int, start: int, limit: int, *, check_crc: bool) -> SegmentScan:
-    pos_arr, size_arr, stop, heads = find_records(buf, start, limit)
-    first_bad = _first_invalid(buf, pos_arr, size_arr, base_offset, check_crc, heads)
+    pos_arr, size_arr, stop = find_records(buf, start, limit)
+    first_bad = _first_invalid(buf, pos_arr, size_arr, base_offset, check_crc)
     if first_bad is not None:
         stop = int(pos_arr[first_bad])
         pos_arr, size_arr = pos_arr[:first_bad], size_arr[:first_bad]
@@ -93,8 +93,8 @@ def _magic_positions_in(buf, start: int, limit: int) -> np.ndarray:
     return out
 
 
-def find_records(buf, start: int, limit: int) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
-    """Record positions, sizes and fixed headers from *start*, following TOTALSIZE from magic candidates.
+def find_records(buf, start: int, limit: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Record positions and sizes from *start*, following TOTALSIZE from magic candidates.
 
     Candidates come from :func:`_magic_positions`; the chain ``next = pos + size`` must land on
     the next candidate.  A candidate inside a record (the magic bytes occurring in a body) is
@@ -106,8 +106,7 @@ def find_records(buf, start: int, limit: int) -> tuple[np.ndarray, np.ndarray, i
     if len(starts) == 0 or starts[0] > start:
         starts = empty
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    heads = read_headers(u8, starts)
-    sizes = heads["total"].astype(np.int64)
+    sizes = gather_be(u8, np.minimum(starts, len(u8) - 4), 4, signed=True)
     ends = starts + sizes
     sane = (sizes >= _MIN_RECORD) & (ends <= limit) & (starts + HEADER_V4_DTYPE.itemsize <= limit)
     ok = np.zeros(len(starts), dtype=bool)
@@ -137,14 +136,14 @@ def find_records(buf, start: int, limit: int) -> tuple[np.ndarray, np.ndarray, i
     if v2_sizes:        # rare: rebuild in log order with V2 records merged in
         pos = np.sort(np.concatenate([starts[np.concatenate(runs)] if runs else empty,
                                       np.array(list(v2_sizes), dtype=np.int64)]))
-        return pos, _sizes_at(pos, starts, sizes, v2_sizes), stop, read_headers(u8, pos)
+        return pos, _sizes_at(pos, starts, sizes, v2_sizes), stop
     if not runs:
-        return empty, empty, start, heads[:0]
+        return empty, empty, start
     if len(runs) == 1:                     # the usual case: one unbroken chain, take views
         sl = slice(int(runs[0][0]), int(runs[0][-1]) + 1)
-        return starts[sl], sizes[sl], stop, heads[sl]
+        return starts[sl], sizes[sl], stop
     idx = np.concatenate(runs)
-    return starts[idx], sizes[idx], stop, heads[idx]
+    return starts[idx], sizes[idx], stop
 
 
 def _sizes_at(pos: np.ndarray, starts: np.ndarray, sizes: np.ndarray, v2: dict[int, int]) -> np.ndarray:
@@ -197,8 +196,10 @@ def read_headers(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows[np.minimum(pos, len(u8) - size)]).view(HEADER_V4_DTYPE).ravel()
 
 
-def _first_invalid(buf, pos: np.ndarray, sizes: np.ndarray, base: int, check_crc: bool,
-                   heads: np.ndarray | None = None) -> int | None:
+HEADER_CHUNK_RECORDS = 1 << 18      # headers are checked in 23 MiB pieces, which stay in cache and reuse memory
+
+
+def _first_invalid(buf, pos: np.ndarray, sizes: np.ndarray, base: int, check_crc: bool) -> int | None:
     """Index of the first record failing a check, or None (vectorised header checks, then CRC).
 
     Records with IPv6 hosts or the V2 magic have other offsets; they are checked one by one.
@@ -207,31 +208,47 @@ def _first_invalid(buf, pos: np.ndarray, sizes: np.ndarray, base: int, check_crc
     if n == 0:
         return None
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    h = heads if heads is not None else read_headers(u8, pos)
+    body_len = np.empty(n, dtype=np.int64)
+    stored_crc = np.empty(n, dtype=np.int64)
+    special = np.empty(n, dtype=bool)
+    limit = n
+    for c in range(0, n, HEADER_CHUNK_RECORDS):
+        sl = slice(c, min(n, c + HEADER_CHUNK_RECORDS))
+        bad = _check_headers(buf, u8, pos[sl], sizes[sl], base, body_len[sl], stored_crc[sl], special[sl])
+        if bad is not None:
+            limit = c + bad
+            break
+    if check_crc:
+        plain = ~special[:limit]
+        crc_bad = _first_crc_mismatch_parallel(buf, pos[:limit][plain], body_len[:limit][plain],
+                                               stored_crc[:limit][plain])
+        if crc_bad is not None:
+            return int(np.flatnonzero(plain)[crc_bad])
+    return limit if limit < n else None
+
+
+def _check_headers(buf, u8, pos, sizes, base, body_len_out, crc_out, special_out) -> int | None:
+    """Header checks for one chunk; fills the output columns, returns the first bad index or None."""
+    h = read_headers(u8, pos)
     special = (h["magic"] != MAGIC_V1) | ((h["sysflag"] & (BORNHOST_V6 | STOREHOST_V6)) != 0)
     body_len = h["body_len"].astype(np.int64)
+    body_len_out[:] = body_len
+    crc_out[:] = h["crc"]
+    special_out[:] = special
     topic_pos = pos + HEADER_V4_DTYPE.itemsize + body_len
     in_rec = (body_len >= 0) & (topic_pos + 3 <= pos + sizes)
     topic_len = gather_be(u8, np.where(in_rec, topic_pos, pos), 1)
     props_pos = topic_pos + 1 + topic_len
     props_len = gather_be(u8, np.where(in_rec & (props_pos + 2 <= pos + sizes), props_pos, pos), 2)
-    ok = (h["phys"] == base + pos) & in_rec & (props_pos + 2 + props_len == pos + sizes)
-    ok |= special
+    ok = ((h["phys"] == base + pos) & in_rec & (props_pos + 2 + props_len == pos + sizes)) | special
     bad = np.flatnonzero(~ok)
-    limit = int(bad[0]) if len(bad) else n
+    limit = int(bad[0]) if len(bad) else len(pos)
     for i in np.flatnonzero(special[:limit]).tolist():
         try:
-            check_record(buf, int(pos[i]), int(pos[i] + sizes[i]), offset=base + int(pos[i]), check_crc=check_crc)
+            check_record(buf, int(pos[i]), int(pos[i] + sizes[i]), offset=base + int(pos[i]), check_crc=True)
         except RecordError:
-            limit = i
-            break
-    if check_crc:
-        plain = ~special[:limit]
-        crc_bad = _first_crc_mismatch_parallel(buf, pos[:limit][plain], body_len[:limit][plain],
-                                               h["crc"][:limit][plain].astype(np.int64))
-        if crc_bad is not None:
-            return int(np.flatnonzero(plain)[crc_bad])
-    return limit if limit < n else None
+            return i
+    return limit if limit < len(pos) else None
 
 
 def _v2_ok(buf, pos: int, size: int, base: int) -> bool:
