@@ -72,6 +72,7 @@ class MessageStore:
         try:
             self._open()
         except BaseException:
+            self._close_after_failed_open()
             self._lock.release()
             raise
         return self
@@ -117,6 +118,19 @@ class MessageStore:
         log.info("store %s open (%s recovery, log end %d)", paths.root,
                  "crash" if abnormal else "normal", self.recovery.end_offset)
 
+    def _close_after_failed_open(self) -> None:
+        """Release what a failed start opened (threads, mappings); nothing is flushed or changed."""
+        allocator = getattr(self, "_allocator", None)
+        if allocator is not None:
+            allocator.shutdown()
+        commitlog = getattr(self, "commitlog", None)
+        if commitlog is not None:
+            commitlog.files.close(flush=False)
+        for cq in self._queues.values():
+            cq.files.close(flush=False)
+        if getattr(self, "index", None) is not None:
+            self.index.close()
+
     def _load_queues(self) -> None:
         root = self.paths.consumequeue
         for topic_dir in sorted(p for p in root.iterdir() if p.is_dir()):
@@ -142,7 +156,6 @@ class MessageStore:
         count = redispatch(self.commitlog.files, start, end, self.dispatcher.dispatch_now) if start < end else 0
         for (topic, qid), cq in self._queues.items():
             self.commitlog.queue_offsets[(topic, qid)] = cq.max_offset()
-        cp.physic_flushed_offset = max(cp.physic_flushed_offset, 0)
         return RecoveryReport(abnormal, scanned, end, cut, count)
 
     def _start_services(self) -> None:
