@@ -308,3 +308,40 @@ def test_transactions_commit_and_rollback(tmp_path):
         bad = await client.invoke(end(10 ** 9, 8), timeout_s=5)
         assert bad.code == ResponseCode.SYSTEM_ERROR
     asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_unresolved_half_message_is_checked_back_with_the_producer(tmp_path):
+    import json
+
+    async def scenario(broker, client):
+        checks = asyncio.Queue()
+
+        async def producer_handler(conn, cmd):
+            if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
+                await checks.put(cmd)
+            return None
+
+        producer = RemotingClient("127.0.0.1", broker.server.port, handler=producer_handler)
+        try:
+            hb = {"clientID": "p1", "producerDataSet": [{"groupName": "PID_TX"}], "consumerDataSet": []}
+            await producer.invoke(RemotingCommand.create_request(RequestCode.HEART_BEAT, {}, json.dumps(hb).encode()),
+                                  timeout_s=5)
+            req = send_v2("Pay", b"maybe", props="TRAN_MSG\x01true\x02PGROUP\x01PID_TX\x02")
+            req.ext_fields["f"] = "4"
+            assert (await producer.invoke(req, timeout_s=5)).code == ResponseCode.SUCCESS
+            await asyncio.to_thread(broker.store.wait_dispatched)
+            assert await broker.transaction_checker.check_once() == 1
+            check = await asyncio.wait_for(checks.get(), 5)
+            assert split_records(check.body)[0].body == b"maybe"
+            assert split_records(check.body)[0].properties["TRANSACTION_CHECK_TIMES"] == "1"
+            end = RemotingCommand.create_request(RequestCode.END_TRANSACTION, {
+                "producerGroup": "PID_TX", "tranStateTableOffset": check.ext_fields["tranStateTableOffset"],
+                "commitLogOffset": check.ext_fields["commitLogOffset"], "commitOrRollback": 8,
+                "fromTransactionCheck": True, "msgId": check.ext_fields["msgId"]})
+            assert (await producer.invoke(end, timeout_s=5)).code == ResponseCode.SUCCESS
+            await asyncio.to_thread(broker.store.wait_dispatched)
+            assert [m.body for q in range(4) for m in broker.store.get_messages("Pay", q, 0, 10)] == [b"maybe"]
+            assert await broker.transaction_checker.check_once() == 0          # resolved: no more checks
+        finally:
+            await producer.close()
+    asyncio.run(with_broker(tmp_path, scenario, transaction_timeout_s=0.0))

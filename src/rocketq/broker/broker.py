@@ -29,6 +29,7 @@ from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header,
 from rocketq.broker.send_back import consumer_send_back
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
+from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction, is_half, to_half
 from rocketq.common.msgid import HostAddress
 from rocketq.remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode, not_supported_response
@@ -50,6 +51,9 @@ class BrokerSettings:
     namesrv_addr: str | None = None          # "host:port;host:port", RocketMQ's namesrvAddr
     broker_id: int = 0
     announce_host: str | None = None         # the address clients should use, when host is 0.0.0.0
+    transaction_check_interval_s: float = 60.0
+    transaction_timeout_s: float = 6.0
+    transaction_check_max: int = 15
 
 
 class Broker:
@@ -112,6 +116,10 @@ class Broker:
             self.topics.listeners.append(self.registrar.topics_changed)
             self.registrar.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
+        self.transaction_checker = TransactionChecker(self, interval_s=self.settings.transaction_check_interval_s,
+                                                      timeout_s=self.settings.transaction_timeout_s,
+                                                      max_checks=self.settings.transaction_check_max)
+        self.transaction_checker.start()
         log.info("broker %s listening on %s", self.settings.broker_name, self.address)
         return self
 
@@ -120,6 +128,7 @@ class Broker:
             t.cancel()
         if self.registrar is not None:
             await self.registrar.close()
+        await self.transaction_checker.close()
         if self.server is not None:
             await self.server.close()
         self.long_polling.wake_all()

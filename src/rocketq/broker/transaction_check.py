@@ -1,0 +1,110 @@
+"""Asking producers about unresolved half messages (CHECK_TRANSACTION_STATE, 39, broker -> client).
+
+Every ``interval_s`` the checker walks ``RMQ_SYS_TRANS_HALF_TOPIC`` from its saved offset.  A half
+message whose queue offset appears in an op record (``RMQ_SYS_TRANS_OP_HALF_TOPIC``, written by
+END_TRANSACTION) is resolved.  An unresolved one younger than ``timeout_s`` stops the walk (later
+ones are younger still).  An older one is put back at the end of the half queue with
+``TRANSACTION_CHECK_TIMES + 1`` (its old copy marked resolved), and a oneway CHECK_TRANSACTION_STATE
+carrying the new copy goes to a connected producer of its group (``PGROUP``); the producer answers
+with END_TRANSACTION.  After ``max_checks`` the message is dropped with a warning, as RocketMQ
+discards it.  Progress is kept as the consumer offsets of group ``CID_RMQ_SYS_TRANS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from rocketq.common.message import Message
+from rocketq.common.msgid import HostAddress
+from rocketq.common.sysflag import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketq.remoting import RemotingCommand, RequestCode
+
+log = logging.getLogger(__name__)
+
+CHECK_GROUP = "CID_RMQ_SYS_TRANS"
+PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+MAX_SCAN = 2048
+
+
+class TransactionChecker:
+    def __init__(self, broker, *, interval_s: float = 60.0, timeout_s: float = 6.0, max_checks: int = 15,
+                 clock=time.time):
+        self._broker = broker
+        self.interval_s, self.timeout_s, self.max_checks = interval_s, timeout_s, max_checks
+        self._clock = clock
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.check_once()
+            except Exception:
+                log.exception("transaction check round failed")
+
+    def _resolved(self) -> set[int]:
+        store, offsets = self._broker.store, self._broker.offsets
+        done: set[int] = set()
+        start = max(0, offsets.query(CHECK_GROUP, TRANS_OP_HALF_TOPIC, 0))
+        for m in store.get_messages(TRANS_OP_HALF_TOPIC, 0, start, MAX_SCAN * 4):
+            if m.body.isdigit():
+                done.add(int(m.body))
+        return done
+
+    async def check_once(self) -> int:
+        """One round; returns how many checks were sent."""
+        store, offsets = self._broker.store, self._broker.offsets
+        resolved = self._resolved()
+        offset = max(0, offsets.query(CHECK_GROUP, TRANS_HALF_TOPIC, 0))
+        now_ms = int(self._clock() * 1000)
+        sent = 0
+        for half in store.get_messages(TRANS_HALF_TOPIC, 0, offset, MAX_SCAN):
+            if half.queue_offset not in resolved:
+                if now_ms - half.store_timestamp < self.timeout_s * 1000:
+                    break
+                sent += await self._check(half)
+            offset = half.queue_offset + 1
+        offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, 0, offset)
+        return sent
+
+    async def _check(self, half) -> int:
+        store = self._broker.store
+        props = dict(half.properties)
+        times = int(props.get(PROPERTY_CHECK_TIMES, "0") or 0)
+        await store.put_message_async(Message(topic=TRANS_OP_HALF_TOPIC, body=str(half.queue_offset).encode(),
+                                              tags="d"))
+        if times >= self.max_checks:
+            log.warning("dropping half message %s of group %s after %d checks", half.msg_id,
+                        props.get(PROPERTY_PRODUCER_GROUP), times)
+            return 0
+        props[PROPERTY_CHECK_TIMES] = str(times + 1)
+        again = await store.put_message_async(Message(
+            topic=TRANS_HALF_TOPIC, body=half.body, queue_id=0, properties=props, flag=half.flag,
+            sys_flag=half.sys_flag & ~0x30, born_timestamp=half.born_timestamp,
+            born_host=HostAddress(*half.born_host), reconsume_times=half.reconsume_times))
+        conn = self._broker.clients.any_producer(props.get(PROPERTY_PRODUCER_GROUP, ""))
+        if conn is None or not again.ok:
+            return 0
+        copy = store.read_message(again.physical_offset)
+        header = {"topic": props.get("REAL_TOPIC", ""), "tranStateTableOffset": again.queue_offset,
+                  "commitLogOffset": again.physical_offset, "msgId": props.get("UNIQ_KEY", again.msg_id),
+                  "transactionId": props.get("__transactionId__", props.get("UNIQ_KEY", again.msg_id)),
+                  "offsetMsgId": again.msg_id}
+        try:
+            await conn.send_oneway(RemotingCommand.create_request(RequestCode.CHECK_TRANSACTION_STATE, header,
+                                                                  copy.raw, oneway=True))
+        except Exception as exc:
+            log.info("could not ask producer group %s about %s: %s", props.get(PROPERTY_PRODUCER_GROUP),
+                     again.msg_id, exc)
+            return 0
+        return 1
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
