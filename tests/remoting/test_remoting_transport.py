@@ -118,8 +118,10 @@ def test_many_concurrent_invokes_matched_by_opaque_when_answered_in_reverse(run)
         arrived.append(cmd)
         if len(arrived) == n:
             all_arrived.set()
+        # Hold every request until all have arrived, then answer them last-arrived first: the
+        # client must match each answer to its request by opaque, not by order.
         await all_arrived.wait()
-        await turns[n - 1 - arrived.index(cmd)].wait()    # answer the last arrival first
+        await turns[n - 1 - arrived.index(cmd)].wait()
         response = RemotingCommand.create_response(cmd, 0, ext_fields={"i": cmd.get_str("i")})
         index = arrived.index(cmd)
         if index > 0:
@@ -276,6 +278,37 @@ def test_back_pressure_answers_system_busy(run):
             handler.release.set()
             assert [r.remark for r in await asyncio.gather(*blocked)] == ["released", "released"]
             assert (await client.invoke(echo(), timeout_s=WAIT_S)).code == ResponseCode.SUCCESS
+    run(main())
+
+
+def test_writes_wait_for_drain_when_the_peer_does_not_read(run):
+    frames, body = 32, b"x" * (1 << 20)
+
+    async def main():
+        handler = Handler()
+        async with await start_server(handler) as server:
+            reader, writer = await raw_connect(server)
+            writer.write(encode(RemotingCommand(code=ECHO, opaque=1)))
+            await asyncio.wait_for(read_command(reader), WAIT_S)
+            conn = handler.conns[0]
+            transport = conn._transport
+            high_water = transport.get_write_buffer_limits()[1]
+            largest = 0
+
+            async def flood():
+                nonlocal largest
+                for _ in range(frames):
+                    await conn.send_oneway(RemotingCommand.create_request(RequestCode.CHECK_TRANSACTION_STATE,
+                                                                          body=body))
+                    largest = max(largest, transport.get_write_buffer_size())
+            sender = asyncio.ensure_future(flood())
+            done, _ = await asyncio.wait([sender], timeout=0.5)
+            assert not done                       # blocked on drain: 32 MiB do not fit the socket buffers
+            received = [await asyncio.wait_for(read_command(reader), WAIT_S) for _ in range(frames)]
+            await asyncio.wait_for(sender, WAIT_S)
+            assert all(cmd.body == body and cmd.is_oneway for cmd in received)
+            assert largest <= high_water + len(body) + 1024
+            writer.close()
     run(main())
 
 

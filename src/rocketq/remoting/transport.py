@@ -80,6 +80,9 @@ class RemotingServer:
         return self._server.sockets[0].getsockname()[1]
 
     async def start(self) -> "RemotingServer":
+        """Bind and listen; calling it again on a started server does nothing."""
+        if self._server is not None:
+            return self
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._new_connection, self.host, self._port, reuse_address=True)
         log.info("remoting server listening on %s:%d", self.host, self.port)
