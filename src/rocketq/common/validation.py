@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 
 TOPIC_MAX_BYTES = 127
-_LEGAL_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_LEGAL_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 
 @lru_cache(maxsize=8192)
@@ -16,6 +16,6 @@ def topic_error(topic: str) -> str | None:
         return "the topic is empty"
     if len(topic.encode()) > TOPIC_MAX_BYTES:
         return f"the topic {topic[:40]!r}... is longer than {TOPIC_MAX_BYTES} bytes"
-    if not _LEGAL_TOPIC.match(topic):
+    if not _LEGAL_TOPIC.fullmatch(topic):
         return f"the topic {topic!r} contains characters other than letters, digits, '%', '|', '-' and '_'"
     return None

@@ -26,9 +26,8 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
-
 from itertools import accumulate, repeat
+from pathlib import Path
 
 from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import BORNHOST_V6, STOREHOST_V6

@@ -160,6 +160,9 @@ class ConsumeQueue:
         while self.files.files:
             mf = self.files.last
             units = np.frombuffer(mf.read(0, mf.wrote), dtype=CQ_DTYPE)
+            if len(units) == 0 and len(self.files.files) > 1:     # an empty last file hides nothing
+                self.files.files.pop().destroy()
+                continue
             real = units["size"] != BLANK_SIZE
             bad = np.flatnonzero(real & (units["phy"] + units["size"] > max_phy))
             if len(bad) == 0:

@@ -15,11 +15,12 @@ from typing import Callable
 
 from rocketq.store.allocator import AllocateService
 from rocketq.store.mapped_file import MappedFile, file_name, parse_file_name
+from rocketq.store.store_files import StoreOpenError
 
 log = logging.getLogger(__name__)
 
 
-class StoreLayoutError(RuntimeError):
+class StoreLayoutError(StoreOpenError):
     """The files on disk are not a store this code can open (wrong sizes, gaps, strays)."""
 
 
@@ -96,10 +97,12 @@ class MappedFileQueue:
         return last.file_from_offset + last.committed if last else 0
 
     def flushed_offset(self) -> int:
-        for mf in reversed(self.files):
-            if mf.flushed:
+        """End of the flushed prefix: everything before it is on disk."""
+        for mf in self.files:
+            if mf.flushed < self.file_size:
                 return mf.file_from_offset + mf.flushed
-        return self.min_offset()
+        last = self.last
+        return last.file_from_offset + self.file_size if last else 0
 
     # -- growing -----------------------------------------------------------------------------
 
@@ -121,14 +124,12 @@ class MappedFileQueue:
     # -- commit / flush ----------------------------------------------------------------------
 
     def _unfinished(self, position: str) -> list[MappedFile]:
-        """Trailing segments whose *position* has not reached their end (oldest first)."""
-        out = []
-        for mf in reversed(self.files):
-            if getattr(mf, position) >= self.file_size:
-                break
-            out.append(mf)
-        out.reverse()
-        return out
+        """Segments whose *position* has not reached their end, oldest first.
+
+        Not only trailing ones: with a transient pool an older segment can still be uncommitted
+        while a newer one, written straight to its mapping, is complete.
+        """
+        return [mf for mf in self.files if getattr(mf, position) < self.file_size]
 
     def commit(self) -> bool:
         """Commit transient buffers into the mappings; True when anything moved."""

@@ -37,7 +37,9 @@ from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlush
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.prepare import prepare_batch, prepare_one
 from rocketq.store.reads import QueueReader
-from rocketq.store.record import StoredMessage
+from rocketq.store.record import MAGIC_V1, MAGIC_V2, StoredMessage, header_struct
+
+MIN_RECORD_BYTES = header_struct(False, False).size + 3
 from rocketq.store.recovery import RecoveryReport, recover_commitlog, redispatch
 from rocketq.store.results import BatchPutResult, GetMessageResult, PutError, PutMessageResult, PutStatus
 from rocketq.store.schedule import ScheduleService
@@ -148,6 +150,8 @@ class MessageStore:
             cq.truncate_dirty(end)
             cq.correct_min_offset(self.commitlog.min_offset())
         start = min(cp.logics_flushed_offset, end) if abnormal else end
+        if not self._queues or not self.checkpoint.existed:
+            start = self.commitlog.min_offset()     # queues (or the checkpoint) gone: rebuild them all
         if self.index is not None and self.index.max_phy_offset < 0 and abnormal:
             start = self.commitlog.min_offset()
         elif self.index is not None and abnormal:
@@ -358,15 +362,19 @@ class MessageStore:
         return QueueReader(self._queues.get, self.commitlog)
 
     def read_message(self, physical_offset: int, size: int | None = None) -> StoredMessage | None:
+        """The record starting at *physical_offset*, or None when no record starts there."""
         if size is None:
-            head = self.commitlog.read(physical_offset, 4)
+            head = self.commitlog.read(physical_offset, 8)
             if head is None:
                 return None
-            size = int.from_bytes(head, "big", signed=True)
-            if size <= 0:
+            size = int.from_bytes(head[:4], "big", signed=True)
+            if size < MIN_RECORD_BYTES or int.from_bytes(head[4:8], "big") not in (MAGIC_V1, MAGIC_V2):
                 return None
         raw = self.commitlog.read(physical_offset, size)
-        return StoredMessage(raw) if raw is not None else None
+        if raw is None or len(raw) < MIN_RECORD_BYTES:
+            return None
+        msg = StoredMessage(raw)
+        return msg if msg.physical_offset == physical_offset else None
 
     def view_by_id(self, msg_id: str) -> StoredMessage | None:
         """The message with this offset id (raises ValueError for a malformed id)."""

@@ -17,9 +17,18 @@ from operator import attrgetter
 from rocketq.common.crc import body_crc, body_crcs
 from rocketq.common.message import Message
 from rocketq.common.properties import IllegalPropertyError, check_separators
-from rocketq.common.sysflag import (BORNHOST_V6, PROPERTY_KEYS, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
-                                    PROPERTY_TAGS, PROPERTY_UNIQ_KEY, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE,
-                                    TRANSACTION_MASK, TRANSACTION_NOT_TYPE)
+from rocketq.common.sysflag import (
+    BORNHOST_V6,
+    PROPERTY_KEYS,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    SCHEDULE_TOPIC,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+)
 from rocketq.common.validation import topic_error
 from rocketq.store.record import MAX_PROPERTIES_BYTES
 from rocketq.store.results import PutError, PutStatus
@@ -60,6 +69,8 @@ def prepare_batch(msgs: list[Message], *, max_message_size: int, delay_levels: i
     if any(props) or any(delays) or any(h.is_v6 for h in born_set):
         return PreparedBatch.from_rows([prepare_one(m, max_message_size=max_message_size, delay_levels=delay_levels)
                                         for m in msgs])
+    _check_numeric({"flag": flags, "sys_flag": sys_flags, "reconsume_times": recons, "born_timestamp": born_ts,
+                    "prepared_transaction_offset": preps})
     topic_bs = _check_topics(topics)
     if min(qids) < 0 or max(qids) > MAX_QUEUE_ID:
         bad = next(i for i, q in enumerate(qids) if not 0 <= q <= MAX_QUEUE_ID)
@@ -81,6 +92,11 @@ def prepare_batch(msgs: list[Message], *, max_message_size: int, delay_levels: i
     except IllegalPropertyError as exc:
         raise PutError(PutStatus.MESSAGE_ILLEGAL, f"tags or keys: {exc}") from None
     props_bs = list(map(str.encode, texts))
+    if max(map(len, props_bs)) > MAX_PROPERTIES_BYTES:
+        bad = next(i for i, p in enumerate(props_bs) if len(p) > MAX_PROPERTIES_BYTES)
+        raise PutError(PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                       f"message {bad} (topic {topics[bad]!r}): properties are {len(props_bs[bad])} bytes, "
+                       f"at most {MAX_PROPERTIES_BYTES}")
     n = len(bodies)
     if len(born_set) == 1:
         born = borns[0]
@@ -93,6 +109,22 @@ def prepare_batch(msgs: list[Message], *, max_message_size: int, delay_levels: i
         prepared_offsets=preps, bodies=bodies, crcs=body_crcs(bodies, blens), props_bs=props_bs,
         tags=tags if all(tags) else tuple(t or None for t in tags), keys=keys_texts, uniq_keys=(None,) * n,
         props_texts=texts, body_lens=blens, any_born_v6=False)
+
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_NUMERIC_FIELDS = (("flag", _INT32), ("sys_flag", _INT32), ("reconsume_times", _INT32), ("born_timestamp", _INT64),
+                   ("prepared_transaction_offset", _INT64))
+
+
+def _check_numeric(columns: dict) -> None:
+    """Every numeric field fits its on-disk width (int32 / int64); raises PutError naming the first that does not."""
+    for name, (lo, hi) in _NUMERIC_FIELDS:
+        values = columns[name]
+        if min(values) < lo or max(values) > hi:
+            bad = next(i for i, v in enumerate(values) if not lo <= v <= hi)
+            raise PutError(PutStatus.MESSAGE_ILLEGAL, f"message {bad}: {name} {values[bad]} does not fit in "
+                                                      f"{'32' if hi < 1 << 32 else '64'} bits")
 
 
 def _tags_keys_text(tags, keys_text) -> str:
@@ -119,6 +151,8 @@ def prepare_one(m: Message, *, max_message_size: int, delay_levels: int) -> tupl
         raise PutError(PutStatus.MESSAGE_ILLEGAL, err)
     if not 0 <= m.queue_id <= MAX_QUEUE_ID:
         raise PutError(PutStatus.MESSAGE_ILLEGAL, f"queue id {m.queue_id} of topic {topic!r} is out of range")
+    _check_numeric({"flag": (m.flag,), "sys_flag": (m.sys_flag,), "reconsume_times": (m.reconsume_times,),
+                    "born_timestamp": (m.born_timestamp,), "prepared_transaction_offset": (m.prepared_transaction_offset,)})
     if m.delay_level > 0 and m.sys_flag & TRANSACTION_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
         m = _to_schedule_topic(m, delay_levels)
         topic = m.topic

@@ -75,6 +75,9 @@ def recover_commitlog(files: MappedFileQueue, checkpoint: Checkpoint, *, abnorma
         end = mf.file_from_offset + result.end
         if result.error is not None and result.error.offset < checkpoint.physic_flushed_offset:
             raise CorruptionError(store_path, mf.path, result.error.offset, result.error.reason)
+        if result.error is None and end < checkpoint.physic_flushed_offset:
+            raise CorruptionError(store_path, mf.path, end, f"the log reads as ending here (zero bytes), but the "
+                                  f"checkpoint says it was flushed up to {checkpoint.physic_flushed_offset}")
         cut = _cut_after(files, mf, result, i)
         return end, scanned, cut
     return files.max_offset(), scanned, 0

@@ -23,8 +23,8 @@ import numpy as np
 
 from rocketq.common.javahash import index_hash_many, tag_hash
 from rocketq.store.checkpoint import CheckpointFile
-from rocketq.store.config_files import read_json
 from rocketq.store.config import StoreConfig
+from rocketq.store.config_files import read_json
 from rocketq.store.consume_queue import CQ_DTYPE, CQ_UNIT_SIZE
 from rocketq.store.mapped_file_queue import MappedFileQueue
 from rocketq.store.record import MAGIC_V1, MAGIC_V2, StoredMessage
