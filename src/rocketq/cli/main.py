@@ -1,4 +1,13 @@
-"""The ``rocketq`` command line: one click group, one module per command family."""
+"""The ``rocketq`` command line: one click group, one module per command family.
+
+* ``rocketq run``     - :mod:`rocketq.cli.run_cmd`, the demo job on an embedded store
+* ``rocketq store``   - :mod:`rocketq.cli.store_cmd`, offline verify / dump / rebuild / repair
+* ``rocketq bench``   - :mod:`rocketq.cli.bench_cmd`, the benchmarks kept in the repository
+* ``rocketq broker``  - :mod:`rocketq.cli.broker_cmd`, the network broker
+
+Errors are one line on stderr and exit code 1 (``-v`` shows the traceback); Ctrl-C outside a
+command that handles it exits with 130.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +19,29 @@ import click
 
 from rocketq import __version__
 
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
 
 class _OneLineErrors(click.Group):
-    """Operational errors become one clear line and exit code 1 (tracebacks only with -v)."""
+    """Every error is one clear line on stderr and a non-zero exit code (tracebacks only with -v)."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            click.echo(f"rocketq: error: {_one_line(exc.format_message())}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"rocketq: error: {_one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("rocketq: aborted; nothing was changed", err=True)
+            sys.exit(EXIT_ERROR)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx):
         try:
@@ -22,11 +51,21 @@ class _OneLineErrors(click.Group):
         except BrokenPipeError:        # output piped into `head` and closed: not an error
             sys.stderr.close()
             sys.exit(0)
+        except KeyboardInterrupt:
+            click.echo("rocketq: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         except Exception as exc:
             if ctx.obj and ctx.obj.get("verbose"):
                 raise
-            click.echo(f"rocketq: error: {exc}", err=True)
-            sys.exit(1)
+            click.echo(f"rocketq: error: {_one_line(exc)}", err=True)
+            sys.exit(EXIT_ERROR)
+
+
+def _one_line(exc: BaseException | str) -> str:
+    text = " ".join(str(exc).split())
+    # OSErrors carry their own wording ("[Errno 2] No such file or directory: 'x'"); others get
+    # their class name when the message alone would be empty.
+    return text or type(exc).__name__
 
 
 @click.group(cls=_OneLineErrors)
@@ -36,11 +75,22 @@ class _OneLineErrors(click.Group):
 def cli(ctx: click.Context, verbose: bool) -> None:
     """rocketq: a RocketMQ-compatible message broker in Python."""
     ctx.obj = {"verbose": verbose}
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _configure_logging(verbose)
     # A long-running process that allocates many short-lived objects: collect young objects less
     # often (the store's hot paths create a few per message) - a standard server tuning.
     gc.set_threshold(50_000, 50, 100)
+
+
+def _configure_logging(verbose: bool) -> None:
+    from rich.logging import RichHandler
+
+    from rocketq.cli.ui import err
+    handler = RichHandler(console=err(), show_path=verbose, rich_tracebacks=verbose, markup=False)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, RichHandler)]:
+        root.removeHandler(old)            # invoked again in the same process (tests)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 def _register() -> None:
@@ -49,8 +99,8 @@ def _register() -> None:
     from rocketq.cli.run_cmd import run
     from rocketq.cli.store_cmd import store
 
-    cli.add_command(store)
     cli.add_command(run)
+    cli.add_command(store)
     cli.add_command(bench)
     cli.add_command(broker)
 

@@ -10,15 +10,32 @@
 
 from rocketq.remoting.codec import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, decode_header, encode, encode_header
 from rocketq.remoting.codes import (
-    FLAG_ONEWAY, FLAG_RESPONSE, CommandFlag, LanguageCode, RequestCode, ResponseCode, SerializeType,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    CommandFlag,
+    LanguageCode,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
 )
 from rocketq.remoting.command import (
-    RemotingCommand, busy_response, error_response, not_supported_response, normalize_ext_fields, to_ext_str,
+    RemotingCommand,
+    busy_response,
+    error_response,
+    normalize_ext_fields,
+    not_supported_response,
+    to_ext_str,
 )
 from rocketq.remoting.connection import OpaqueCounter, RemotingConnection
 from rocketq.remoting.errors import (
-    LocalProtocolError, RemoteProtocolError, RemotingCommandError, RemotingConnectError,
-    RemotingConnectionClosedError, RemotingError, RemotingProtocolError, RemotingTimeoutError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    RemotingCommandError,
+    RemotingConnectError,
+    RemotingConnectionClosedError,
+    RemotingError,
+    RemotingProtocolError,
+    RemotingTimeoutError,
     RemotingTooManyRequestsError,
 )
 from rocketq.remoting.transport import RemotingClient, RemotingServer

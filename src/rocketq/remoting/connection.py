@@ -36,8 +36,12 @@ from rocketq.remoting.codec import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode
 from rocketq.remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE
 from rocketq.remoting.command import RemotingCommand, busy_response, error_response, not_supported_response
 from rocketq.remoting.errors import (
-    LocalProtocolError, RemoteProtocolError, RemotingCommandError, RemotingConnectionClosedError,
-    RemotingTimeoutError, RemotingTooManyRequestsError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    RemotingCommandError,
+    RemotingConnectionClosedError,
+    RemotingTimeoutError,
+    RemotingTooManyRequestsError,
 )
 
 log = logging.getLogger("rocketq.remoting")

@@ -41,7 +41,11 @@ from typing import Callable
 from rocketq.remoting.codec import DEFAULT_MAX_FRAME_BYTES
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.connection import (
-    DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_PENDING, DEFAULT_REQUEST_TIMEOUT_S, Handler, OpaqueCounter,
+    DEFAULT_MAX_INFLIGHT,
+    DEFAULT_MAX_PENDING,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    Handler,
+    OpaqueCounter,
     RemotingConnection,
 )
 from rocketq.remoting.errors import RemotingConnectError, RemotingConnectionClosedError, RemotingTimeoutError
