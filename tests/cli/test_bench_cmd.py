@@ -9,7 +9,7 @@ from rocketq.bench.report import BenchReport, Measurement, Scenario, to_markdown
 
 def _report(values, references) -> BenchReport:
     s = Scenario("big", "4 KiB bodies", "% of raw", 40)
-    s.runs = [Measurement(v, r) for v, r in zip(values, references)]
+    s.runs = [Measurement(v, r) for v, r in zip(values, references, strict=True)]
     return BenchReport({"platform": "p", "processor": "c", "cpu_count": 2, "python": "CPython 3.11", "numpy": "2",
                         "gc_threshold": [1, 2, 3], "memory_bytes": None, "directory": "/tmp",
                         "filesystem": "ext4"}, {"runs": 3}, ["a note"], [s])

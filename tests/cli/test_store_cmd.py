@@ -98,3 +98,15 @@ def test_repair_at_the_end_of_the_log_drops_nothing(invoke, small_store):
     res = invoke("store", "repair", path, "--truncate-at", log_end(results))
     assert res.exit_code == 0, res.output
     assert "nothing at or after" in res.stdout
+
+
+def test_repair_past_a_damaged_header_counts_bytes_to_the_end_of_the_data(invoke, small_store):
+    path, results = small_store
+    cut = results[7].physical_offset
+    flip_byte(path, cut + 5)                                        # the record's magic
+    refused = invoke("store", "repair", path, "--truncate-at", results[9].physical_offset, "--yes")
+    assert refused.exit_code == 1 and f"stops parsing at offset {cut}" in refused.stderr
+    res = invoke("store", "repair", path, "--truncate-at", cut, "--yes")
+    assert res.exit_code == 0, res.output
+    assert f"dropped {log_end(results) - cut:,} bytes" in res.stdout and f"stops parsing at offset {cut}" in res.stdout
+    assert invoke("store", "verify", path).exit_code == 0

@@ -267,7 +267,7 @@ FLUSHED_WRITER = textwrap.dedent("""
         assert r.status == "PUT_OK", r
         sys.stdout.write("%d %d %d s%d\\n" % (r.physical_offset, r.queue_id, r.queue_offset, i))
     sys.stdout.flush()
-    end, deadline, tick = store.commitlog.max_offset(), time.monotonic() + 10, threading.Event()
+    end, deadline, tick = store.commitlog.max_offset(), time.monotonic() + 5, threading.Event()
     while store.commitlog.flushed_offset() < end and time.monotonic() < deadline:
         tick.wait(0.005)                  # the store's own flush service does the work
     sys.stdout.write("flushed %d\\n" % store.commitlog.flushed_offset()); sys.stdout.flush()

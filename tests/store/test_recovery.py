@@ -11,7 +11,14 @@ import threading
 from pathlib import Path
 
 import pytest
-from store_helpers import FakeClock, new_seed, read_queue, segment_files, small_config
+from store_helpers import (
+    FakeClock,
+    new_seed,
+    read_queue,
+    segment_files,
+    small_config,
+    wait_until,
+)
 
 from rocketq.store import CorruptionError, Message, MessageStore, PutStatus
 from rocketq.store.record import Blank, StoredMessage, check_record
@@ -463,6 +470,23 @@ def test_each_flush_mode_reopens_with_identical_contents(tmp_path, mode):
         assert snapshot(store, ("T0", "T1", "T2")) == written
         r = store.put_message(Message(topic="T0", body=b"more"))
         assert r.status == PutStatus.PUT_OK and r.queue_offset == len(written[("T0", 0)])
+
+
+def test_transient_pool_commits_a_small_tail_within_the_commit_thorough_interval(tmp_path):
+    """With the transient pool, acknowledged bytes live in process memory until committed to the
+    file.  Less than ``commitCommitLogLeastPages`` pages still go within RocketMQ's
+    ``commitCommitLogThoroughInterval`` (200 ms), not the 10 s flush thorough interval."""
+    cfg = small_config(tmp_path, transient_store_pool_enable=True)        # RocketMQ's commit defaults
+    with MessageStore(cfg) as store:
+        rs = [store.put_message(Message(topic="T", body=b"tail %d" % i)) for i in range(3)]
+        end = rs[-1].physical_offset + rs[-1].wrote_bytes
+        seg = segment_files(tmp_path)[0]
+
+        def in_the_file() -> bool:          # what the page cache holds: what a killed process leaves
+            with open(seg, "rb") as fh:
+                return fh.read(end)[rs[-1].physical_offset:] == store.read_message(rs[-1].physical_offset).raw
+
+        assert wait_until(in_the_file, 3.0), "the acknowledged tail stayed out of the file for over 3 s"
 
 
 def test_all_flush_modes_write_the_same_bytes(tmp_path):

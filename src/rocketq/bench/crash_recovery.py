@@ -67,8 +67,9 @@ def crash_recovery(root: Path, *, log_bytes: int, segment_bytes: int) -> Measure
         store.shutdown()
     finally:
         shutil.rmtree(path, ignore_errors=True)
-    if not report.abnormal or report.end_offset != end or report.truncated_bytes:
-        raise BenchError(f"recovery did not see the crash as written: {report} (log end was {end})")
+    if not report.abnormal or report.end_offset != end or report.truncated_bytes or report.scanned_bytes < log_bytes:
+        raise BenchError(f"recovery did not re-check the crashed log as set up: {report} "
+                         f"(log end {end}, at least {log_bytes} bytes to scan)")
     return Measurement(elapsed, f"scanned {report.scanned_bytes / (1 << 20):,.1f} MiB, "
                                 f"{elapsed / (report.scanned_bytes / (1 << 30)):.2f} s/GiB",
                        {"scanned_bytes": report.scanned_bytes, "end_offset": report.end_offset,

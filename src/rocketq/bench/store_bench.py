@@ -64,7 +64,7 @@ class BenchSizes:
 FULL = BenchSizes(batch_messages=2_000_000, single_messages=300_000, big_messages=100_000,
                   sync_seconds=5.0, fsync_seconds=3.0, recovery_log_bytes=GIB, recovery_segment_bytes=GIB)
 QUICK = BenchSizes(batch_messages=50_000, single_messages=20_000, big_messages=5_000,
-                   sync_seconds=1.0, fsync_seconds=1.0, recovery_log_bytes=64 * MIB, recovery_segment_bytes=64 * MIB)
+                   sync_seconds=1.0, fsync_seconds=1.0, recovery_log_bytes=64 * MIB, recovery_segment_bytes=GIB)
 
 
 def run_store_bench(*, runs: int = 3, quick: bool = False, directory: Path | None = None,

@@ -10,8 +10,9 @@ body is damaged still has a sound header, so the chain runs through it.
 
 It refuses a cut that would leave half a record behind (OFFSET inside a record or inside a
 segment's blank padding), or that lies beyond a point where the chain already stops parsing
-(the damage would stay).  When the chain stops on damage after OFFSET, the end of the data is
-taken as the last non-zero byte of that segment and the figures are marked "at least".
+(the damage would stay).  When the chain stops on damage at or after OFFSET, the end of the data
+is taken as the last non-zero byte of that segment, and only the records before the damage are
+counted.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class CutPreview:
     log_end: int              # end of the log's data
     records: int              # records at or after cut_at
     segments_deleted: int     # segment files that start after cut_at
-    exact: bool               # False: the chain stopped on damage; the figures are lower bounds
+    exact: bool               # False: the chain stopped on damage; records is a lower bound and
+                              # log_end the end of the non-zero bytes
     damaged_at: int | None    # the first offset at or after cut_at where the chain stops parsing
 
     @property

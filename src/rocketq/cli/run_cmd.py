@@ -27,6 +27,8 @@ DEFAULT_COUNT = 100_000
 BATCH_MESSAGES = 64
 READ_BATCH_MESSAGES = 32
 QUEUES = 4
+DISPATCH_TIMEOUT_S = 60.0
+MAX_PROBLEMS_LISTED = 10
 EXIT_MISMATCH = 1
 EXIT_INTERRUPTED = 130
 
@@ -95,8 +97,8 @@ class _Demo:
                 bar.update(task, completed=s.written if count else min(seconds, time.perf_counter() - t0))
         s.write_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
-        if not self.store.wait_dispatched():
-            s.problems.append("the dispatcher did not catch up within 60 s")
+        if not self.store.wait_dispatched(DISPATCH_TIMEOUT_S):
+            s.problems.append(f"the dispatcher did not catch up within {DISPATCH_TIMEOUT_S:.0f} s")
         s.dispatch_seconds = time.perf_counter() - t1
 
     def read_back(self) -> None:
@@ -121,10 +123,10 @@ class _Demo:
     def _check(self, m, queue: int, last_i: int) -> int:
         keys = m.keys
         i = int(keys[0].rsplit("-", 1)[1]) if keys and keys[0].startswith(f"demo-{self.run_id}-") else -1
-        if i <= last_i or m.body != self.body(i) or (i // BATCH_MESSAGES) % QUEUES != queue:
-            if len(self.summary.problems) < 10:
-                self.summary.problems.append(f"queue {queue} offset {m.queue_offset}: unexpected message "
-                                             f"(keys {keys}, body {m.body[:40]!r})")
+        wrong = i <= last_i or m.body != self.body(i) or (i // BATCH_MESSAGES) % QUEUES != queue
+        if wrong and len(self.summary.problems) < MAX_PROBLEMS_LISTED:
+            self.summary.problems.append(f"queue {queue} offset {m.queue_offset}: unexpected message "
+                                         f"(keys {keys}, body {m.body[:40]!r})")
         return max(i, last_i)
 
     def look_up(self) -> None:

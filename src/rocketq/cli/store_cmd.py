@@ -135,13 +135,15 @@ def repair(path: Path, truncate_at: int, yes: bool) -> None:
 
 
 def _describe_cut(plan) -> str:
-    bound = "" if plan.exact else "at least "
-    text = (f"{bound}{plan.dropped_bytes:,} bytes ({bound}{plan.records:,} records) of commitlog from offset "
-            f"{plan.cut_at} to {plan.log_end}")
+    if plan.exact:
+        text = (f"{plan.dropped_bytes:,} bytes ({plan.records:,} records) of commitlog from offset {plan.cut_at} "
+                f"to {plan.log_end}")
+    else:
+        counted = f", at least {plan.records:,} records" if plan.records else ""
+        text = (f"{plan.dropped_bytes:,} bytes of commitlog from offset {plan.cut_at} to {plan.log_end}, the end of "
+                f"the non-zero data (the log stops parsing at offset {plan.damaged_at}{counted})")
     if plan.segments_deleted:
         text += f", deleting {plan.segments_deleted} later segment file(s)"
-    if plan.damaged_at is not None:
-        text += f"; the log stops parsing at offset {plan.damaged_at}"
     return text
 
 

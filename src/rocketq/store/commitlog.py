@@ -248,10 +248,10 @@ class CommitLog:
         return self.files.commit()
 
     def dirty_bytes(self) -> int:
-        return self.files.committed_offset() - self.files.flushed_offset()
+        return sum(mf.committed - mf.flushed for mf in self.files._unfinished("flushed"))
 
     def uncommitted_bytes(self) -> int:
-        return self.files.max_offset() - self.files.committed_offset()
+        return sum(mf.wrote - mf.committed for mf in self.files._unfinished("committed"))
 
     def close(self) -> None:
         self.files.close(flush=True)

@@ -49,6 +49,7 @@ class StoreConfig:
     transient_store_pool_size: int = 2
     commit_interval_commitlog_ms: int = 200
     commit_commitlog_least_pages: int = 4
+    commit_commitlog_thorough_interval_ms: int = 200
     max_message_size: int = 4 * 1024 * 1024
     warm_mapped_file_enable: bool = False
     store_host: str = "127.0.0.1:10911"
@@ -97,6 +98,7 @@ class StoreConfig:
         "transientStorePoolSize": "transient_store_pool_size",
         "commitIntervalCommitLog": "commit_interval_commitlog_ms",
         "commitCommitLogLeastPages": "commit_commitlog_least_pages",
+        "commitCommitLogThoroughInterval": "commit_commitlog_thorough_interval_ms",
         "maxMessageSize": "max_message_size", "warmMapedFileEnable": "warm_mapped_file_enable",
         "messageIndexEnable": "message_index_enable", "maxHashSlotNum": "index_slots",
         "maxIndexNum": "index_max_entries", "messageDelayLevel": "message_delay_level",

@@ -103,10 +103,12 @@ class ConsumeQueueSink:
     """Writes one 20-byte unit per consumable record into its topic/queue's consume queue."""
 
     def __init__(self, queue_for: Callable[[str, int], object], delay_levels_ms: list[int],
-                 on_arrival: Callable[[str, int, int], None] | None = None):
+                 on_arrival: Callable[[str, int, int], None] | None = None,
+                 on_written: Callable[[object], None] | None = None):
         self._queue_for = queue_for
         self._delay_ms = delay_levels_ms
         self.on_arrival = on_arrival
+        self.on_written = on_written        # told after units are written (marks the queue dirty)
 
     def dispatch(self, batch: DispatchBatch) -> None:
         for (topic, qid), rows in _group_rows(batch):
@@ -129,6 +131,8 @@ class ConsumeQueueSink:
             else:   # not contiguous (only after a damaged table); write unit by unit
                 for j, i in enumerate(rows):
                     cq.put(units[j:j + 1], qoffs[int(i)])
+            if self.on_written is not None:
+                self.on_written(cq)
             if self.on_arrival is not None:
                 self.on_arrival(topic, qid, last + 1)
 

@@ -107,7 +107,8 @@ class MessageStore:
                                       clock_ms=lambda: int(self._clock() * 1000))
             self.index.load(clean_shutdown=not abnormal, checkpoint_ms=self.checkpoint.value.index_msg_timestamp)
         self._load_queues()
-        sinks = [ConsumeQueueSink(self._queue_for_dispatch, cfg.delay_levels_ms, self._on_arrival)]
+        sinks = [ConsumeQueueSink(self._queue_for_dispatch, cfg.delay_levels_ms, self._on_arrival,
+                                  self._mark_dirty)]
         if self.index is not None:
             sinks.append(IndexSink(self.index))
         self.dispatcher = Dispatcher(sinks, max_pending_messages=cfg.dispatch_queue_max_messages)
@@ -178,7 +179,7 @@ class MessageStore:
             self._committer = CommitService(cl.commit, cl.uncommitted_bytes, self._flusher.wakeup,
                                             interval_ms=cfg.commit_interval_commitlog_ms,
                                             least_pages=cfg.commit_commitlog_least_pages,
-                                            thorough_interval_ms=cfg.flush_commitlog_thorough_interval_ms)
+                                            thorough_interval_ms=cfg.commit_commitlog_thorough_interval_ms)
         self.schedule = ScheduleService(self, self.paths.delay_offset, cfg.delay_levels_ms,
                                         poll_interval_ms=cfg.schedule_poll_interval_ms, clock=self._clock)
         self.schedule.load()
@@ -334,9 +335,12 @@ class MessageStore:
                 if cq is None:
                     cq = ConsumeQueue(self.paths.consumequeue, topic, queue_id, self.config.consume_queue_entries)
                     self._queues[(topic, queue_id)] = cq
+        return cq
+
+    def _mark_dirty(self, cq: ConsumeQueue) -> None:
+        """After units were written (not before: a flush in between would miss them)."""
         with self._queues_lock:
             self._dirty_queues.add(cq)
-        return cq
 
     def _on_arrival(self, topic: str, queue_id: int, next_offset: int) -> None:
         for listener in self.arrival_listeners:
