@@ -30,10 +30,8 @@ HOST = "127.0.0.1"
 ECHO, BLOCK, FAIL, BAD_FIELD = 1000, 1001, 1002, 1003
 
 
-@pytest.fixture(params=["asyncio", "uvloop"])
+@pytest.fixture(params=["asyncio", "uvloop"] if uvloop is not None else ["asyncio"])
 def run(request):
-    if request.param == "uvloop" and uvloop is None:
-        pytest.skip("uvloop not installed")
     factory = uvloop.new_event_loop if request.param == "uvloop" else None
 
     def runner(coro):
