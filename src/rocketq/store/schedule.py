@@ -37,6 +37,7 @@ class ScheduleService:
         self._poll_s = poll_interval_ms / 1000
         self._clock = clock
         self.offsets: dict[int, int] = {}
+        self._version = 0
         self._dirty = False
         self._last_persist = 0.0
         self._stop = threading.Event()
@@ -45,6 +46,7 @@ class ScheduleService:
     def load(self) -> None:
         data = read_json(self._path) or {}
         self.offsets = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
+        self._version = int((data.get("dataVersion") or {}).get("counter", 0) or 0)
 
     def start(self) -> None:
         self._thread.start()
@@ -108,7 +110,10 @@ class ScheduleService:
         return result.ok
 
     def persist(self) -> None:
-        write_json(self._path, {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
+        self._version += 1
+        write_json(self._path, {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())},
+                                "dataVersion": {"stateVersion": 0, "timestamp": int(time.time() * 1000),
+                                                "counter": self._version}})
         self._dirty = False
         self._last_persist = time.monotonic()
 
