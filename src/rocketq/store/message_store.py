@@ -85,10 +85,6 @@ class MessageStore:
         for d in (paths.commitlog, paths.consumequeue, paths.index, paths.config):
             d.mkdir(parents=True, exist_ok=True)
         self.checkpoint = CheckpointFile(paths.checkpoint)
-        write_json(paths.geometry, {"commitlogFileSize": cfg.commitlog_file_size,
-                                    "consumeQueueEntries": cfg.consume_queue_entries,
-                                    "indexSlots": cfg.index_slots, "indexMaxEntries": cfg.index_max_entries,
-                                    "messageIndexEnable": cfg.message_index_enable})
         pool = None
         if cfg.transient_store_pool_enable:
             pool = TransientStorePool(cfg.transient_store_pool_size, cfg.commitlog_file_size)
@@ -113,6 +109,11 @@ class MessageStore:
             sinks.append(IndexSink(self.index))
         self.dispatcher = Dispatcher(sinks, max_pending_messages=cfg.dispatch_queue_max_messages)
         self.recovery = self._recover(abnormal)
+        # only now that the files opened with these sizes (a failed start must not rewrite it)
+        write_json(paths.geometry, {"commitlogFileSize": cfg.commitlog_file_size,
+                                    "consumeQueueEntries": cfg.consume_queue_entries,
+                                    "indexSlots": cfg.index_slots, "indexMaxEntries": cfg.index_max_entries,
+                                    "messageIndexEnable": cfg.message_index_enable})
         if cfg.warm_mapped_file_enable:
             self.commitlog.files.last_for_append().warm()
         create_abort_marker(paths.abort)
