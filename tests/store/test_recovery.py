@@ -184,12 +184,19 @@ def test_torn_tail_is_cut_and_writing_continues(tmp_path, kind):
         for r, body in results[-5:]:
             assert store.read_message(r.physical_offset).body == body
         nxt = [store.put_message(Message(topic="T", body=b"next%d" % q, queue_id=q)) for q in (0, 1)]
-        assert nxt[0].physical_offset == end, f"seed {seed}"
-        assert nxt[1].physical_offset == end + nxt[0].wrote_bytes
+        # with too little room left after the cut the next record closes the segment with a blank
+        # and goes to the next one, as RocketMQ does; otherwise it lands exactly at the cut
+        fits = SEG - (end - base) >= nxt[0].wrote_bytes + nxt[1].wrote_bytes + 8
+        if fits:
+            assert nxt[0].physical_offset == end, f"seed {seed}"
+            assert nxt[1].physical_offset == end + nxt[0].wrote_bytes
+        else:
+            assert nxt[1].physical_offset == base + SEG or nxt[0].physical_offset == base + SEG, f"seed {seed}"
         assert [r.queue_offset for r in nxt] == [len(before[("T", 0)]), len(before[("T", 1)])], f"seed {seed}"
         after = snapshot(store)
-    assert (Path(seg).read_bytes()[end - base + nxt[0].wrote_bytes + nxt[1].wrote_bytes:]
-            == bytes(SEG - (end - base) - nxt[0].wrote_bytes - nxt[1].wrote_bytes)), "garbage was not zeroed"
+    if fits:
+        assert (Path(seg).read_bytes()[end - base + nxt[0].wrote_bytes + nxt[1].wrote_bytes:]
+                == bytes(SEG - (end - base) - nxt[0].wrote_bytes - nxt[1].wrote_bytes)), "garbage was not zeroed"
     with MessageStore(cfg) as store:                         # and it stays that way
         assert store.recovery.truncated_bytes == 0 and snapshot(store) == after
 

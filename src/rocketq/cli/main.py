@@ -96,6 +96,7 @@ def _configure_logging(verbose: bool) -> None:
 def _register() -> None:
     from rocketq.cli.bench_cmd import bench
     from rocketq.cli.broker_cmd import broker
+    from rocketq.namesrv.cli import namesrv
     from rocketq.cli.run_cmd import run
     from rocketq.cli.store_cmd import store
 
@@ -103,6 +104,7 @@ def _register() -> None:
     cli.add_command(store)
     cli.add_command(bench)
     cli.add_command(broker)
+    cli.add_command(namesrv)
 
 
 _register()

@@ -1,0 +1,113 @@
+"""``NameServer``: the route registry process - RouteInfoManager and processors behind a RemotingServer.
+
+Theory of operation
+-------------------
+Brokers register over a long-lived connection every 30 s; clients ask for routes.  All state lives
+in one :class:`RouteInfoManager` and one :class:`KVConfigManager`, touched only from the event
+loop, so no locks are needed.  Three things remove a broker:
+
+* UNREGISTER_BROKER, sent by a broker on clean shutdown;
+* its connection closing: each connection gets an id when it is made, a registration remembers the
+  id it came over, and the connection's ``on_close`` callback drops the brokers registered over it;
+* silence: every ``scan_interval_s`` the scan drops brokers not heard from for ``expire_ms`` (or
+  the broker's own ``heartbeatTimeoutMillis``).
+
+The clock is injectable (``clock`` returns milliseconds) so tests can expire brokers without
+waiting two minutes.  The NameServer holds no data that cannot be rebuilt: after a restart the
+brokers' next registrations restore every route within one registration period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from pathlib import Path
+from collections.abc import Callable
+
+from rocketq.namesrv.kv_config import KVConfigManager
+from rocketq.namesrv.processor import NamesrvContext, dispatch
+from rocketq.namesrv.route_info import DEFAULT_BROKER_EXPIRE_MS, RouteInfoManager
+from rocketq.remoting import RemotingCommand, RemotingConnection, RemotingServer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9876
+DEFAULT_SCAN_INTERVAL_S = 10.0          # NamesrvController: scanNotActiveBroker every 10 s
+CONN_ID_KEY = "namesrv.conn_id"
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class NameServer:
+    def __init__(self, host: str = "0.0.0.0", port: int = DEFAULT_PORT, *, kv_path: Path | str | None,
+                 scan_interval_s: float = DEFAULT_SCAN_INTERVAL_S, expire_ms: int = DEFAULT_BROKER_EXPIRE_MS,
+                 clock: Callable[[], int] = wall_clock_ms) -> None:
+        if scan_interval_s <= 0 or expire_ms <= 0:
+            raise ValueError("scan_interval_s and expire_ms must be positive")
+        self.routes = RouteInfoManager()
+        self.kv = KVConfigManager(kv_path)
+        self._ctx = NamesrvContext(self.routes, self.kv, clock)
+        self._clock = clock
+        self._scan_interval_s = scan_interval_s
+        self._expire_ms = expire_ms
+        self._conn_ids = itertools.count(1)
+        self._server = RemotingServer(self._handle, host, port, on_connect=self._on_connect)
+        self._scan_task: asyncio.Task | None = None
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
+    def host(self) -> str:
+        return self._server.host
+
+    async def start(self) -> NameServer:
+        self.kv.load()
+        await self._server.start()
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan-inactive")
+        log.info("NameServer listening on %s:%d (broker expiry %d ms, scan every %.1f s)",
+                 self.host, self.port, self._expire_ms, self._scan_interval_s)
+        return self
+
+    async def close(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            await asyncio.gather(self._scan_task, return_exceptions=True)
+            self._scan_task = None
+        await self._server.close()
+        log.info("NameServer on port %d closed", self.port)
+
+    async def __aenter__(self) -> NameServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def scan_now(self) -> list[str]:
+        """One inactive-broker scan at the current clock; returns the removed addresses."""
+        return self.routes.scan_inactive(self._clock(), self._expire_ms)
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._scan_interval_s)
+            try:
+                self.scan_now()
+            except Exception:            # a bug here must not stop future scans
+                log.exception("inactive broker scan failed")
+
+    async def _handle(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        return dispatch(self._ctx, conn.context.get(CONN_ID_KEY), cmd)
+
+    def _on_connect(self, conn: RemotingConnection) -> None:
+        conn.context[CONN_ID_KEY] = next(self._conn_ids)
+        conn.on_close(self._on_close)
+
+    def _on_close(self, conn: RemotingConnection) -> None:
+        removed = self.routes.on_connection_closed(conn.context.get(CONN_ID_KEY))
+        if removed:
+            log.info("connection %s closed; removed brokers %s", conn.peer, ", ".join(removed))
