@@ -11,7 +11,7 @@ import struct
 import zlib
 
 from rocketq.namesrv import NameServer
-from rocketq.namesrv.processor import NamesrvRequestCode as NC
+from rocketq.namesrv.processor import RequestCode as NC
 from rocketq.namesrv.register_body import (
     DataVersion, RegisterBrokerBody, TopicConfigWrapper, TopicQueueConfig, encode_compressed_body,
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from rocketq.broker.data_version import DataVersion
+from rocketq.common.data_version import DataVersion
 from rocketq.store.config_files import read_json, write_json
 
 TOPIC_GROUP_SEPARATOR = "@"

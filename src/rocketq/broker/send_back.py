@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import random
 
-from rocketq.common.message import Message
-from rocketq.common.msgid import HostAddress
 from rocketq.remoting import RemotingCommand, ResponseCode
 
 MIN_VERSION_WITH_MAX_RECONSUME = 121        # MQVersion V3_4_9: the header carries maxReconsumeTimes
@@ -51,10 +49,8 @@ async def consumer_send_back(broker, conn, cmd: RemotingCommand) -> RemotingComm
         tc = broker.topics.create_retry_or_dlq(topic, group.retry_queue_nums)
         delay = delay or 3 + original.reconsume_times
     props.pop("DELAY", None)
-    msg = Message(topic=topic, body=original.body, queue_id=random.randrange(tc.write_queue_nums), properties=props,
-                  flag=original.flag, sys_flag=original.sys_flag & ~0x30, born_timestamp=original.born_timestamp,
-                  born_host=HostAddress(*original.born_host), reconsume_times=original.reconsume_times + 1,
-                  delay_level=delay)
+    msg = original.to_message(topic=topic, properties=props, queue_id=random.randrange(tc.write_queue_nums),
+                              reconsume_times=original.reconsume_times + 1, delay_level=delay)
     r = await broker.store.put_message_async(msg)
     if not r.ok:
         return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, f"{r.status}: {r.error or ''}")

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketq.broker.data_version import DataVersion
+from rocketq.common.data_version import DataVersion
 from rocketq.store.config_files import read_json, write_json
 
 

@@ -20,7 +20,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketq.broker.data_version import DataVersion
+from rocketq.common.data_version import DataVersion
+from rocketq.common.sysflag import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketq.common.validation import topic_error
 from rocketq.store.config_files import read_json, write_json
 
@@ -28,9 +29,6 @@ PERM_INHERIT, PERM_WRITE, PERM_READ = 1, 2, 4
 PERM_READ_WRITE = PERM_READ | PERM_WRITE
 DEFAULT_TOPIC = "TBW102"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"

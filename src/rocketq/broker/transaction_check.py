@@ -17,7 +17,6 @@ import logging
 import time
 
 from rocketq.common.message import Message
-from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketq.remoting import RemotingCommand, RequestCode
 
@@ -84,10 +83,7 @@ class TransactionChecker:
                         props.get(PROPERTY_PRODUCER_GROUP), times)
             return 0
         props[PROPERTY_CHECK_TIMES] = str(times + 1)
-        again = await store.put_message_async(Message(
-            topic=TRANS_HALF_TOPIC, body=half.body, queue_id=0, properties=props, flag=half.flag,
-            sys_flag=half.sys_flag & ~0x30, born_timestamp=half.born_timestamp,
-            born_host=HostAddress(*half.born_host), reconsume_times=half.reconsume_times))
+        again = await store.put_message_async(half.to_message(topic=TRANS_HALF_TOPIC, properties=props))
         conn = self._broker.clients.any_producer(props.get(PROPERTY_PRODUCER_GROUP, ""))
         if conn is None or not again.ok:
             return 0

@@ -16,7 +16,6 @@ for unresolved ones is not built yet.
 from __future__ import annotations
 
 from rocketq.common.message import Message
-from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -64,10 +63,8 @@ async def end_transaction(broker, conn, cmd: RemotingCommand) -> RemotingCommand
         topic = props.pop(PROPERTY_REAL_TOPIC, None)
         qid = int(props.pop(PROPERTY_REAL_QUEUE_ID, "0"))
         props.pop(PROPERTY_TRANSACTION_PREPARED, None)
-        msg = Message(topic=topic, body=half.body, queue_id=qid, properties=props, flag=half.flag,
-                      sys_flag=(half.sys_flag & ~(TRANSACTION_MASK | 0x30)) | TRANSACTION_COMMIT_TYPE,
-                      born_timestamp=half.born_timestamp, born_host=HostAddress(*half.born_host),
-                      reconsume_times=half.reconsume_times)
+        msg = half.to_message(topic=topic, properties=props, queue_id=qid,
+                              sys_flag=(half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE)
         r = await broker.store.put_message_async(msg)
         if not r.ok:
             return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, f"{r.status}: {r.error or ''}")

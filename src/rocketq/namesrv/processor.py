@@ -21,7 +21,6 @@ import json
 import logging
 import zlib
 from dataclasses import dataclass
-from enum import IntEnum
 from collections.abc import Callable, Hashable
 
 from rocketq.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
@@ -31,19 +30,6 @@ from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode, error_r
 from rocketq.store.config_files import loads_lenient
 
 log = logging.getLogger(__name__)
-
-
-class NamesrvRequestCode(IntEnum):
-    """NameServer codes missing from :class:`rocketq.remoting.RequestCode` (RocketMQ RequestCode.java)."""
-
-    PUT_KV_CONFIG = 100
-    GET_KV_CONFIG = 101
-    DELETE_KV_CONFIG = 102
-    WIPE_WRITE_PERM_OF_BROKER = 205
-    DELETE_TOPIC_IN_NAMESRV = 216
-    GET_KVLIST_BY_NAMESPACE = 219
-    GET_TOPICS_BY_CLUSTER = 224
-    QUERY_DATA_VERSION = 322
 
 
 @dataclass
@@ -181,17 +167,17 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.REGISTER_BROKER: register_broker,
     RequestCode.UNREGISTER_BROKER: unregister_broker,
     RequestCode.BROKER_HEARTBEAT: broker_heartbeat,
-    NamesrvRequestCode.QUERY_DATA_VERSION: query_data_version,
-    NamesrvRequestCode.WIPE_WRITE_PERM_OF_BROKER: wipe_write_perm,
+    RequestCode.QUERY_DATA_VERSION: query_data_version,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER: wipe_write_perm,
     RequestCode.GET_ROUTEINFO_BY_TOPIC: get_route,
     RequestCode.GET_BROKER_CLUSTER_INFO: get_cluster_info,
     RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: get_all_topics,
-    NamesrvRequestCode.GET_TOPICS_BY_CLUSTER: get_topics_by_cluster,
-    NamesrvRequestCode.DELETE_TOPIC_IN_NAMESRV: delete_topic,
-    NamesrvRequestCode.PUT_KV_CONFIG: put_kv,
-    NamesrvRequestCode.GET_KV_CONFIG: get_kv,
-    NamesrvRequestCode.DELETE_KV_CONFIG: delete_kv,
-    NamesrvRequestCode.GET_KVLIST_BY_NAMESPACE: get_kv_list,
+    RequestCode.GET_TOPICS_BY_CLUSTER: get_topics_by_cluster,
+    RequestCode.DELETE_TOPIC_IN_NAMESRV: delete_topic,
+    RequestCode.PUT_KV_CONFIG: put_kv,
+    RequestCode.GET_KV_CONFIG: get_kv,
+    RequestCode.DELETE_KV_CONFIG: delete_kv,
+    RequestCode.GET_KVLIST_BY_NAMESPACE: get_kv_list,
 }
 
 

@@ -33,8 +33,8 @@ import json
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
 
+from rocketq.common.data_version import DataVersion
 from rocketq.store.config_files import loads_lenient
 
 MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024     # a compressed body may not inflate beyond this
@@ -44,27 +44,6 @@ _INT32 = struct.Struct(">i")
 
 class RegisterBodyError(ValueError):
     """The REGISTER_BROKER body does not parse (the broker's fault, answered SYSTEM_ERROR)."""
-
-
-@dataclass(frozen=True)
-class DataVersion:
-    """Equality is what matters: a registration with an equal version carries no topic change."""
-
-    state_version: int = 0
-    timestamp: int = 0
-    counter: int = 0
-
-    def to_json(self) -> dict:
-        return {"stateVersion": self.state_version, "timestamp": self.timestamp, "counter": self.counter}
-
-    @classmethod
-    def from_json(cls, data: Any) -> DataVersion:
-        if not isinstance(data, dict):
-            return cls()
-        counter = data.get("counter", 0)
-        if isinstance(counter, dict):            # AtomicLong written as {"value": n} by some tools
-            counter = counter.get("value", 0)
-        return cls(int(data.get("stateVersion", 0) or 0), int(data.get("timestamp", 0) or 0), int(counter or 0))
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,17 @@ class StoredMessage:
         """The offset message id: store host + physical offset."""
         return offset_msg_id(self.store_host, self.physical_offset)
 
+    def to_message(self, *, topic: str, properties: dict[str, str], queue_id: int = 0, sys_flag: int | None = None,
+                   reconsume_times: int | None = None, delay_level: int = 0):
+        """A new message with this record's body, flag and born info, for a re-put under another topic
+        (delay delivery, retries, transaction commits and checks).  Host flags are re-derived on put."""
+        from rocketq.common.message import Message
+        return Message(topic=topic, body=self.body, queue_id=queue_id, properties=properties, flag=self.flag,
+                       sys_flag=(self.sys_flag if sys_flag is None else sys_flag) & ~(BORNHOST_V6 | STOREHOST_V6),
+                       born_timestamp=self.born_timestamp, born_host=self.born_host,
+                       reconsume_times=self.reconsume_times if reconsume_times is None else reconsume_times,
+                       delay_level=delay_level)
+
     def crc_ok(self) -> bool:
         return body_crc(self.body) == self.body_crc
 

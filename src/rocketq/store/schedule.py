@@ -16,8 +16,6 @@ import threading
 import time
 from pathlib import Path
 
-from rocketq.common.message import Message
-from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import PROPERTY_DELAY, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, SCHEDULE_TOPIC
 from rocketq.store.config_files import read_json, write_json
 from rocketq.store.consume_queue import BLANK_SIZE
@@ -101,9 +99,7 @@ class ScheduleService:
             log.error("delayed message at offset %d has no REAL_TOPIC; dropping it", phy)
             return True
         props.pop(PROPERTY_DELAY, None)
-        msg = Message(topic=topic, body=m.body, queue_id=int(props.get(PROPERTY_REAL_QUEUE_ID, "0")),
-                      properties=props, flag=m.flag, sys_flag=m.sys_flag & ~0x30, born_timestamp=m.born_timestamp,
-                      born_host=HostAddress(*m.born_host), reconsume_times=m.reconsume_times)
+        msg = m.to_message(topic=topic, properties=props, queue_id=int(props.get(PROPERTY_REAL_QUEUE_ID, "0")))
         result = self._store.put_message(msg)
         if not result.ok:
             log.warning("re-putting delayed message at offset %d failed: %s", phy, result.status)

@@ -1,4 +1,7 @@
-"""RocketMQ's ``DataVersion``: a change counter the NameServer uses to skip unchanged registrations."""
+"""RocketMQ's ``DataVersion``: a change counter the NameServer uses to skip unchanged registrations.
+
+Shared by the broker (which bumps it on every config change) and the NameServer (which compares it).
+"""
 
 from __future__ import annotations
 
@@ -20,9 +23,11 @@ class DataVersion:
         return {"stateVersion": self.state_version, "timestamp": self.timestamp, "counter": self.counter}
 
     @classmethod
-    def from_json(cls, data: dict | None) -> "DataVersion":
-        data = data or {}
+    def from_json(cls, data) -> "DataVersion":
+        """Lenient: anything but an object reads as version zero; nulls as 0."""
+        if not isinstance(data, dict):
+            return cls()
         counter = data.get("counter", 0)
         if isinstance(counter, dict):          # fastjson writes AtomicLong as a number, some tools as {"value":..}
             counter = counter.get("value", 0)
-        return cls(int(data.get("stateVersion", 0)), int(data.get("timestamp", 0)), int(counter))
+        return cls(int(data.get("stateVersion", 0) or 0), int(data.get("timestamp", 0) or 0), int(counter or 0))
