@@ -1,9 +1,11 @@
 """A broker over the remoting protocol: request codes mapped to small handlers over the store.
 
-Served so far (issue 3 in progress): SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE,
-PULL_MESSAGE with long polling and RocketMQ's status-to-code mapping, QUERY / UPDATE_CONSUMER_OFFSET,
-GET_MAX / GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
-UPDATE_AND_CREATE_TOPIC, GET_ALL_TOPIC_CONFIG, VIEW_MESSAGE_BY_ID.  Everything else is answered
+Served: SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (with fast failure, see
+:mod:`rocketq.broker.flow_control`), PULL_MESSAGE with long polling and RocketMQ's status-to-code
+mapping, QUERY / UPDATE_CONSUMER_OFFSET, GET_MAX / GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
+GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, HEART_BEAT, UNREGISTER_CLIENT,
+GET_CONSUMER_LIST_BY_GROUP, LOCK / UNLOCK_BATCH_MQ, CONSUMER_SEND_MSG_BACK, END_TRANSACTION, and the
+admin requests of :mod:`rocketq.broker.admin`.  Everything else is answered
 REQUEST_CODE_NOT_SUPPORTED, as Java answers codes it has no processor for.
 
 The store's put path is synchronous and short; under SYNC_FLUSH the handler awaits the group
@@ -19,14 +21,17 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocketq.broker import admin
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
+from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.locks import QueueLocks
 from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header, send_header
 from rocketq.broker.send_back import consumer_send_back
+from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketq.broker.transaction_check import TransactionChecker
@@ -54,6 +59,9 @@ class BrokerSettings:
     transaction_check_interval_s: float = 60.0
     transaction_timeout_s: float = 6.0
     transaction_check_max: int = 15
+    fast_failure: bool = True                # brokerFastFailureEnable
+    wait_in_send_queue_ms: int = 200         # waitTimeMillsInSendQueue
+    send_queue_capacity: int = 10_000        # sendThreadPoolQueueCapacity
 
 
 class Broker:
@@ -77,8 +85,6 @@ class Broker:
             RequestCode.GET_MAX_OFFSET: self._max_offset, RequestCode.GET_MIN_OFFSET: self._min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self._search_offset,
             RequestCode.GET_EARLIEST_MSG_STORETIME: self._earliest_time,
-            RequestCode.UPDATE_AND_CREATE_TOPIC: self._create_topic,
-            RequestCode.GET_ALL_TOPIC_CONFIG: self._all_topic_config,
             RequestCode.VIEW_MESSAGE_BY_ID: self._view_message,
             RequestCode.HEART_BEAT: self._heartbeat, RequestCode.UNREGISTER_CLIENT: self._unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
@@ -86,7 +92,9 @@ class Broker:
             RequestCode.QUERY_MESSAGE: self._query_message,
             RequestCode.LOCK_BATCH_MQ: self._lock_batch, RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
+            **admin.handlers(self),
         }
+        self.stats = BrokerStats()
         self.locks = QueueLocks()
         self.clients = ClientManager()
 
@@ -97,9 +105,13 @@ class Broker:
         self.offsets.load()
         self.groups.load()
         self.store.start()
-        self.long_polling = LongPollingService(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        self.flow_control = FlowControl(self.store, enabled=self.settings.fast_failure,
+                                        max_wait_in_queue_ms=self.settings.wait_in_send_queue_ms,
+                                        max_inflight_sends=self.settings.send_queue_capacity, clock=loop.time)
+        self.long_polling = LongPollingService(loop)
         self.store.arrival_listeners.append(self.long_polling.notify_threadsafe)
-        self._pull = PullHandler(self.store, self.offsets, self.long_polling)
+        self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats)
         self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
         self.server = RemotingServer(self._handle, self.settings.host, self.settings.port)
         await self.server.start()
@@ -116,6 +128,7 @@ class Broker:
             self.topics.listeners.append(self.registrar.topics_changed)
             self.registrar.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
+        self._tasks.append(asyncio.create_task(self._sample_stats_loop()))
         self.transaction_checker = TransactionChecker(self, interval_s=self.settings.transaction_check_interval_s,
                                                       timeout_s=self.settings.transaction_timeout_s,
                                                       max_checks=self.settings.transaction_check_max)
@@ -139,6 +152,11 @@ class Broker:
         while True:
             await asyncio.sleep(OFFSET_PERSIST_INTERVAL_S)
             await asyncio.to_thread(self.offsets.persist)
+
+    async def _sample_stats_loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.stats.sample()
 
     async def _handle(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
         if "watched" not in conn.context:        # first request on this connection: watch its end
@@ -169,6 +187,9 @@ class Broker:
         return random.randrange(tc.write_queue_nums) if qid < 0 else qid % tc.write_queue_nums
 
     async def _send(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        busy = self.flow_control.check(cmd)
+        if busy is not None:
+            return busy
         send_header(cmd)
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
@@ -176,14 +197,19 @@ class Broker:
         msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=self._queue_id(cmd, tc))
         if is_half(msg):
             msg = to_half(msg)
-        r = await self.store.put_message_async(msg)
+        with self.flow_control.sending():
+            r = await self.store.put_message_async(msg)
         code = STATUS_CODES[r.status]
         if r.physical_offset < 0:
             return RemotingCommand.create_response(cmd, code, r.error or str(r.status))
+        self.stats.put(msg.topic, 1, r.wrote_bytes)
         return RemotingCommand.create_response(cmd, code, None if r.ok else str(r.status), {
             "msgId": r.msg_id, "queueId": r.queue_id, "queueOffset": r.queue_offset})
 
     async def _send_batch(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        busy = self.flow_control.check(cmd)
+        if busy is not None:
+            return busy
         send_header(cmd)
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
@@ -194,12 +220,14 @@ class Broker:
             m = message_from_header(cmd, body, born, queue_id=qid, props_text=props)
             m.flag = flag
             msgs.append(m)
-        if self.store.group_commit is not None:      # SYNC_FLUSH waits for the fsync: not on the event loop
-            rs = await asyncio.to_thread(self.store.put_messages, msgs)
-        else:
-            rs = self.store.put_messages(msgs)
+        with self.flow_control.sending():
+            if self.store.group_commit is not None:      # SYNC_FLUSH waits for the fsync: not on the event loop
+                rs = await asyncio.to_thread(self.store.put_messages, msgs)
+            else:
+                rs = self.store.put_messages(msgs)
         if not rs.ok:
             return RemotingCommand.create_response(cmd, STATUS_CODES[rs.status], rs.error or str(rs.status))
+        self.stats.put(msgs[0].topic, len(msgs), len(cmd.body))
         first = rs[0]
         return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, None, {
             "msgId": ",".join(rs.msg_ids), "queueId": first.queue_id, "queueOffset": first.queue_offset})
@@ -269,21 +297,7 @@ class Broker:
                                                       {"consumerGroup": group}, oneway=True)
                 asyncio.ensure_future(_quietly(conn.send_oneway(note)))
 
-    # -- admin -------------------------------------------------------------------------------
-
-    async def _create_topic(self, conn, cmd):
-        from rocketq.broker.topic_config import TopicConfigError
-        try:
-            self.topics.update(TopicConfig(cmd.get_str("topic"), cmd.get_int("readQueueNums", 8),
-                                           cmd.get_int("writeQueueNums", 8), cmd.get_int("perm", 6),
-                                           cmd.get_str("topicFilterType", "SINGLE_TAG"), cmd.get_int("topicSysFlag", 0),
-                                           cmd.get_bool("order", False)))
-        except TopicConfigError as exc:
-            return RemotingCommand.create_response(cmd, ResponseCode.INVALID_PARAMETER, str(exc))
-        return _ok(cmd)
-
-    async def _all_topic_config(self, conn, cmd):
-        return _ok(cmd, body=json.dumps(self.topics.encode()).encode())
+    # -- queries and locks --------------------------------------------------------------------
 
     async def _query_message(self, conn, cmd):
         topic, key = cmd.get_str("topic"), cmd.get_str("key")
@@ -325,8 +339,7 @@ async def _quietly(coro) -> None:
         log.debug("notification not delivered: %s", exc)
 
 
-def _ok(cmd: RemotingCommand, ext=None, body: bytes = b"") -> RemotingCommand:
-    return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, None, ext, body)
+_ok = admin.ok
 
 
 def _host_of(conn) -> HostAddress:

@@ -61,6 +61,12 @@ class ConsumerOffsetManager:
                 del self.table[key]
                 self._dirty = True
 
+    def remove_group(self, group: str) -> None:
+        with self._lock:
+            for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[1] == group]:
+                del self.table[key]
+                self._dirty = True
+
     def persist(self, *, force: bool = False) -> bool:
         """Write the table if it changed since the last write; True when it wrote."""
         with self._lock:

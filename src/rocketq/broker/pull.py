@@ -43,8 +43,8 @@ def status_code(status: GetStatus, offset: int) -> int:
 
 
 class PullHandler:
-    def __init__(self, store, offsets, long_polling):
-        self._store, self._offsets, self._polling = store, offsets, long_polling
+    def __init__(self, store, offsets, long_polling, stats):
+        self._store, self._offsets, self._polling, self._stats = store, offsets, long_polling, stats
 
     async def handle(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         group, topic = cmd.get_str("consumerGroup"), cmd.get_str("topic")
@@ -66,5 +66,6 @@ class PullHandler:
         if code == ResponseCode.PULL_OFFSET_MOVED and result.status == GetStatus.NO_MATCHED_LOGIC_QUEUE:
             header["nextBeginOffset"] = 0
         body = result.raw if code == ResponseCode.SUCCESS else b""
+        self._stats.pulled(len(result) if code == ResponseCode.SUCCESS else 0)
         return RemotingCommand.create_response(cmd, code, None if code == ResponseCode.SUCCESS else str(result.status),
                                                header, body)

@@ -86,8 +86,11 @@ class SubscriptionGroupManager:
             self.persist()
         return gone
 
-    def persist(self) -> None:
+    def encode(self) -> dict:
+        """The GET_ALL_SUBSCRIPTIONGROUP_CONFIG body, also what subscriptionGroup.json holds."""
         with self._lock:
-            payload = {"subscriptionGroupTable": {n: c.to_json() for n, c in sorted(self.table.items())},
-                       "forbiddenTable": {}, "dataVersion": self.data_version.to_json()}
-        write_json(self.path, payload)
+            return {"subscriptionGroupTable": {n: c.to_json() for n, c in sorted(self.table.items())},
+                    "forbiddenTable": {}, "dataVersion": self.data_version.to_json()}
+
+    def persist(self) -> None:
+        write_json(self.path, self.encode())

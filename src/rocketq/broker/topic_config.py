@@ -89,6 +89,7 @@ class TopicConfigManager:
                                         PERM_READ_WRITE | PERM_INHERIT))
         for tc in defaults:
             self.table[tc.topic_name] = tc
+        self.system_topics = frozenset(tc.topic_name for tc in defaults) | {DEFAULT_TOPIC}
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -134,6 +135,9 @@ class TopicConfigManager:
         return tc
 
     def delete(self, topic: str) -> bool:
+        """Remove *topic*; raises TopicConfigError for the broker's own system topics."""
+        if topic in self.system_topics:
+            raise TopicConfigError(f"topic {topic!r} is a system topic of this broker and cannot be deleted")
         with self._lock:
             gone = self.table.pop(topic, None) is not None
             if gone:

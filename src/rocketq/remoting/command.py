@@ -71,6 +71,8 @@ class RemotingCommand:
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     serialize_type: SerializeType = SerializeType.JSON
+    # not on the wire: when the frame was decoded (loop clock), for the broker's queue-wait limit
+    received_at: float = field(default=0.0, compare=False)
 
     def __post_init__(self) -> None:
         if type(self.language) is not LanguageCode:

@@ -252,6 +252,7 @@ class RemotingConnection(asyncio.Protocol):
                 self._write_nowait(busy_response(cmd, BUSY_REMARK))
             return
         self._inflight += 1
+        cmd.received_at = self._loop.time()
         task = self._loop.create_task(self._handle(cmd))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

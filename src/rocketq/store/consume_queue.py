@@ -210,6 +210,16 @@ class ConsumeQueue:
     def close(self) -> None:
         self.files.close()
 
+    def destroy(self) -> None:
+        """Unmap and delete every segment and the queue's directory (topic deletion)."""
+        for mf in self.files.files:
+            mf.destroy()
+        self.files.files.clear()
+        try:
+            self.files.directory.rmdir()
+        except OSError:
+            pass
+
 
 class _LazyTimes:
     """A read-only sequence view for bisect: element i is the store time of unit lo+i."""

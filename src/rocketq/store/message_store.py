@@ -328,6 +328,24 @@ class MessageStore:
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self._queues.get((topic, queue_id))
 
+    def delete_topic(self, topic: str) -> int:
+        """Forget *topic*: its consume queues (files deleted) and its next-offset entries (RocketMQ's
+        ``deleteTopics``).  Its records stay in the CommitLog until they expire, unreachable.
+        Returns how many queues were removed."""
+        with self._queues_lock:
+            doomed = [self._queues.pop(key) for key in [k for k in self._queues if k[0] == topic]]
+            self._dirty_queues.difference_update(doomed)
+        with self.commitlog.put_lock:
+            for key in [k for k in self.commitlog.queue_offsets if k[0] == topic]:
+                del self.commitlog.queue_offsets[key]
+        for cq in doomed:
+            cq.destroy()
+        try:
+            (self.paths.consumequeue / topic).rmdir()
+        except OSError:
+            pass
+        return len(doomed)
+
     def _queue_for_dispatch(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self._queues.get((topic, queue_id))
         if cq is None:
@@ -418,10 +436,43 @@ class MessageStore:
 
     def earliest_store_time(self, topic: str, queue_id: int) -> int:
         cq = self._queues.get((topic, queue_id))
-        unit = cq.get_unit(cq.min_offset()) if cq else None
+        return self.store_time_at(topic, queue_id, cq.min_offset()) if cq else -1
+
+    def last_store_time(self, topic: str, queue_id: int) -> int:
+        return self.store_time_at(topic, queue_id, self.max_offset(topic, queue_id) - 1)
+
+    def store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store timestamp (ms) of the message at logical *offset*, or -1 when there is none."""
+        cq = self._queues.get((topic, queue_id))
+        unit = cq.get_unit(offset) if cq and offset >= 0 else None
         if unit is None or unit[1] == BLANK_SIZE:
             return -1
         return self.commitlog.store_time_of(unit[0], unit[1]) or -1
+
+    # -- figures for runtime stats -------------------------------------------------------------
+
+    def min_physical_offset(self) -> int:
+        return self.commitlog.min_offset()
+
+    def max_physical_offset(self) -> int:
+        return self.commitlog.max_offset()
+
+    def dispatch_behind_bytes(self) -> int:
+        return max(0, self.commitlog.max_offset() - self.dispatcher.dispatched_offset)
+
+    def dispatch_backlog(self) -> tuple[int, int]:
+        """(messages appended but not yet dispatched, the limit at which producers are held)."""
+        return self.dispatcher.lag_messages, self.config.dispatch_queue_max_messages
+
+    def earliest_physical_time(self) -> int:
+        """Store time of the oldest record in the CommitLog, or -1 when it is empty."""
+        lo = self.commitlog.min_offset()
+        m = self.read_message(lo) if lo < self.commitlog.max_offset() else None
+        return m.store_timestamp if m is not None else -1
+
+    def disk_used_ratio(self) -> float:
+        """Used fraction (0..1) of the file system holding the CommitLog."""
+        return self.cleaner.disk_used_ratio() / 100
 
     def msg_id(self, physical_offset: int) -> str:
         return offset_msg_id(self.store_host, physical_offset)
