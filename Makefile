@@ -21,7 +21,7 @@ $(STAMP): $(PY) pyproject.toml
 	touch $@
 
 run: $(VENV)/.installed
-	$(VENV)/bin/rocketq run
+	$(VENV)/bin/rocketq serve
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -126,3 +126,14 @@ def test_flow_control_refuses_when_dispatch_lags_or_sends_pile_up(tmp_path):
         fc.enabled = False
         assert (await client.invoke(send_v2("Pile", b"c"), timeout_s=5)).code == ResponseCode.SUCCESS
     asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_message_ids_name_the_port_the_broker_really_bound(tmp_path):
+    from rocketq.common.msgid import decode_offset_msg_id
+
+    async def scenario(broker, client):
+        r = await client.invoke(send_v2("Ids", b"x"), timeout_s=5)
+        host, offset = decode_offset_msg_id(r.ext_fields["msgId"])
+        assert broker.server.port != 10911 and str(host).endswith(f":{broker.server.port}")
+        assert offset == 0
+    asyncio.run(with_broker(tmp_path, scenario))

@@ -63,6 +63,18 @@ class BrokerSettings:
     wait_in_send_queue_ms: int = 200         # waitTimeMillsInSendQueue
     send_queue_capacity: int = 10_000        # sendThreadPoolQueueCapacity
 
+    def __post_init__(self) -> None:
+        from rocketq.common.validation import topic_error
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"listenPort {self.port} is outside 0..65535")
+        if self.broker_id < 0:
+            raise ValueError(f"brokerId {self.broker_id} is negative")
+        for what, name in (("brokerName", self.broker_name), ("brokerClusterName", self.cluster_name)):
+            if topic_error(name):         # both become topic names in RocketMQ
+                raise ValueError(f"{what} {name!r}: {topic_error(name)}")
+        if self.default_topic_queue_nums < 1:
+            raise ValueError("defaultTopicQueueNums must be at least 1")
+
 
 class Broker:
     def __init__(self, settings: BrokerSettings, store_config: StoreConfig):
@@ -104,7 +116,17 @@ class Broker:
         self.topics.load()
         self.offsets.load()
         self.groups.load()
-        self.store.start()
+        self.server = RemotingServer(self._handle, self.settings.host, self.settings.port)
+        await self.server.start(serving=False)             # bound: the port is known, nobody served yet
+        host = self.settings.announce_host or (
+            "127.0.0.1" if self.settings.host in ("0.0.0.0", "") else self.settings.host)
+        self.address = f"{host}:{self.server.port}"
+        self.store.set_store_host(self.address)             # message ids name the address clients reach
+        try:
+            self.store.start()
+        except BaseException:
+            await self.server.close()
+            raise
         loop = asyncio.get_running_loop()
         self.flow_control = FlowControl(self.store, enabled=self.settings.fast_failure,
                                         max_wait_in_queue_ms=self.settings.wait_in_send_queue_ms,
@@ -113,11 +135,7 @@ class Broker:
         self.store.arrival_listeners.append(self.long_polling.notify_threadsafe)
         self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats)
         self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
-        self.server = RemotingServer(self._handle, self.settings.host, self.settings.port)
-        await self.server.start()
-        host = self.settings.announce_host or (
-            "127.0.0.1" if self.settings.host in ("0.0.0.0", "") else self.settings.host)
-        self.address = f"{host}:{self.server.port}"
+        await self.server.serve()
         self.registrar = None
         addrs = parse_namesrv_addrs(self.settings.namesrv_addr)
         if addrs:

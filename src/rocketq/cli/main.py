@@ -3,7 +3,9 @@
 * ``rocketq run``     - :mod:`rocketq.cli.run_cmd`, the demo job on an embedded store
 * ``rocketq store``   - :mod:`rocketq.cli.store_cmd`, offline verify / dump / rebuild / repair
 * ``rocketq bench``   - :mod:`rocketq.cli.bench_cmd`, the benchmarks kept in the repository
-* ``rocketq broker``  - :mod:`rocketq.cli.broker_cmd`, the network broker
+* ``rocketq serve``   - :mod:`rocketq.cli.serve_cmd`, NameServer + broker (+ gRPC) in one process
+* ``rocketq broker``  - :mod:`rocketq.cli.serve_cmd`, a broker alone
+* ``rocketq namesrv`` - :mod:`rocketq.namesrv.cli`, a NameServer alone
 
 Errors are one line on stderr and exit code 1 (``-v`` shows the traceback); Ctrl-C outside a
 command that handles it exits with 130.
@@ -95,7 +97,7 @@ def _configure_logging(verbose: bool) -> None:
 
 def _register() -> None:
     from rocketq.cli.bench_cmd import bench
-    from rocketq.cli.broker_cmd import broker
+    from rocketq.cli.serve_cmd import broker, serve
     from rocketq.namesrv.cli import namesrv
     from rocketq.cli.run_cmd import run
     from rocketq.cli.store_cmd import store
@@ -103,6 +105,7 @@ def _register() -> None:
     cli.add_command(run)
     cli.add_command(store)
     cli.add_command(bench)
+    cli.add_command(serve)
     cli.add_command(broker)
     cli.add_command(namesrv)
 

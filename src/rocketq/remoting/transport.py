@@ -83,14 +83,23 @@ class RemotingServer:
             return self._port
         return self._server.sockets[0].getsockname()[1]
 
-    async def start(self) -> "RemotingServer":
-        """Bind and listen; calling it again on a started server does nothing."""
+    async def start(self, *, serving: bool = True) -> "RemotingServer":
+        """Bind and listen; calling it again on a started server does nothing.  With
+        ``serving=False`` the port is bound (so :attr:`port` is known) but connections are only
+        accepted after :meth:`serve`."""
         if self._server is not None:
             return self
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self._port, reuse_address=True)
-        log.info("remoting server listening on %s:%d", self.host, self.port)
+        self._server = await loop.create_server(self._new_connection, self.host, self._port, reuse_address=True,
+                                                start_serving=serving)
+        log.info("remoting server bound to %s:%d", self.host, self.port)
         return self
+
+    async def serve(self) -> None:
+        """Start accepting connections on a server started with ``serving=False``."""
+        if self._server is None:
+            raise RuntimeError("serve() before start()")
+        await self._server.start_serving()
 
     async def close(self) -> None:
         """Stop listening, close every connection (abort those that do not flush in time),

@@ -68,6 +68,14 @@ class MessageStore:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    def set_store_host(self, address: str) -> None:
+        """The ``host:port`` written into records and message ids; only before :meth:`start`
+        (a broker learns its port when it binds)."""
+        if self.running:
+            raise RuntimeError("the store host cannot change while the store runs")
+        self.store_host = HostAddress.parse(address)
+        self._msg_id_prefix = offset_msg_id(self.store_host, 0)[:-16]
+
     def start(self) -> "MessageStore":
         self.paths.check_is_store()
         self._lock.acquire()

@@ -1,0 +1,2 @@
+"""Running rocketq's servers: configuration (:mod:`.config`) and the one-process standalone mode
+(:mod:`.standalone`)."""

@@ -1,0 +1,190 @@
+"""Server configuration from a ``broker.conf`` / TOML file, the environment and flags.
+
+Keys are RocketMQ's (``brokerClusterName``, ``listenPort``, ``flushDiskType``,
+``storePathRootDir``, ``mapedFileSizeCommitLog`` ...), so a RocketMQ ``broker.conf`` carries over;
+rocketq adds ``bindAddress``, ``namesrvListenPort`` and ``grpcServerPort`` (the RocketMQ proxy's
+name) for the standalone server.  Later sources win::
+
+    defaults  <  file (-c broker.conf | rocketq.toml)  <  ROCKETQ_<key> environment  <  flags
+
+* ``.properties`` files: ``key=value`` / ``key: value`` lines, ``#`` and ``!`` comments, ``\\``
+  continuations, as Java's ``Properties`` reads them.
+* ``.toml`` files: the same keys at top level, or inside any tables (``[broker]``, ``[store]``...),
+  which are only for grouping.
+* environment: ``ROCKETQ_LISTENPORT=10921`` or ``ROCKETQ_listenPort=10921`` (case does not matter).
+
+Unknown keys are errors that name the source (file and line, or variable) and suggest the closest
+known key.  Keys RocketMQ has and rocketq does not use are reported as warnings, not errors, so a
+real ``broker.conf`` loads and the user learns what was ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocketq.broker.broker import BrokerSettings
+from rocketq.store import StoreConfig
+from rocketq.store.config import _coerce
+
+ENV_PREFIX = "ROCKETQ_"
+
+
+class ConfigError(ValueError):
+    """A bad key or value; the message names where it came from."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    broker: BrokerSettings = field(default_factory=BrokerSettings)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    namesrv_port: int = 9876
+    grpc_port: int = 8081             # 0 picks a free port; -1 turns the gRPC endpoint off
+    warnings: tuple[str, ...] = ()
+
+
+# RocketMQ / rocketq key -> (target, field, converter from the coerced value)
+_MS_TO_S = ("ms", lambda v: int(v) / 1000)
+_BROKER_KEYS: dict[str, tuple[str, object]] = {
+    "brokerClusterName": ("cluster_name", None), "brokerName": ("broker_name", None),
+    "brokerId": ("broker_id", None), "brokerIP1": ("announce_host", None), "listenPort": ("port", None),
+    "bindAddress": ("host", None), "namesrvAddr": ("namesrv_addr", None),
+    "autoCreateTopicEnable": ("auto_create_topic", None), "defaultTopicQueueNums": ("default_topic_queue_nums", None),
+    "transactionCheckInterval": ("transaction_check_interval_s", _MS_TO_S),
+    "transactionTimeOut": ("transaction_timeout_s", _MS_TO_S), "transactionCheckMax": ("transaction_check_max", None),
+    "brokerFastFailureEnable": ("fast_failure", None), "waitTimeMillsInSendQueue": ("wait_in_send_queue_ms", None),
+    "sendThreadPoolQueueCapacity": ("send_queue_capacity", None),
+}
+_SERVER_KEYS = {"namesrvListenPort": "namesrv_port", "grpcServerPort": "grpc_port"}
+_SUPPORTED_ROLES = ("ASYNC_MASTER",)
+
+# RocketMQ keys that load without error but change nothing here (said in a warning)
+IGNORED_ROCKETMQ_KEYS = frozenset({
+    "brokerIP2", "haListenPort", "haMasterAddress", "brokerPermission", "sendMessageThreadPoolNums",
+    "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "slaveReadEnable", "traceTopicEnable",
+    "autoCreateSubscriptionGroup", "rejectTransactionMessage", "enableDLegerCommitLog", "aclEnable",
+    "storePathCommitLog", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile",
+    "fetchNamesrvAddrByAddressServer", "osPageCacheBusyTimeOutMills", "flushConsumerOffsetInterval",
+    "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInMemory", "longPollingEnable",
+    "enablePropertyFilter", "isEnableBatchPush", "clusterTopicEnable", "brokerTopicEnable",
+    "duplicationEnable", "timerWheelEnable", "enableControllerMode", "mappedFileSizeTimerLog",
+})
+
+
+def _broker_fields() -> dict[str, str]:
+    return {f.name: str(f.type) for f in dataclasses.fields(BrokerSettings)}
+
+
+def known_keys() -> set[str]:
+    return (set(_BROKER_KEYS) | set(_SERVER_KEYS) | {"brokerRole"} | set(StoreConfig.ROCKETMQ_KEYS)
+            | {f.name for f in dataclasses.fields(StoreConfig)} | IGNORED_ROCKETMQ_KEYS)
+
+
+def read_properties(path: Path) -> list[tuple[str, str, str]]:
+    """(key, value, where) for each entry of a Java properties file."""
+    out, pending, start = [], "", 0
+    for n, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if not pending:
+            start = n
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line, pending = pending + line, ""
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut < 0:
+            raise ConfigError(f"{path}:{start}: expected key=value, got {line!r}")
+        out.append((line[:cut].strip(), line[cut + 1:].strip(), f"{path}:{start}"))
+    return out
+
+
+def read_toml(path: Path) -> list[tuple[str, object, str]]:
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    out: list[tuple[str, object, str]] = []
+
+    def walk(table: Mapping, prefix: str) -> None:
+        for key, value in table.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}[{key}] ")
+            else:
+                out.append((key, value, f"{path}: {prefix}{key}"))
+    walk(data, "")
+    return out
+
+
+def read_file(path: Path) -> list[tuple[str, object, str]]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    return read_toml(path) if path.suffix == ".toml" else read_properties(path)
+
+
+def read_env(environ: Mapping[str, str]) -> list[tuple[str, object, str]]:
+    by_lower = {k.lower(): k for k in known_keys()}
+    out = []
+    for name, value in environ.items():
+        if name.upper().startswith(ENV_PREFIX) and not name.upper().startswith(ENV_PREFIX + "TEST_"):
+            raw = name[len(ENV_PREFIX):]
+            out.append((by_lower.get(raw.lower(), raw), value, f"environment {name}"))
+    return out
+
+
+def build(entries: list[tuple[str, object, str]]) -> ServerConfig:
+    """Fold (key, value, where) entries, later ones winning, into a validated ServerConfig."""
+    known, broker_types = known_keys(), _broker_fields()
+    broker_kw: dict = {}
+    server_kw: dict = {}
+    store_props: dict[str, object] = {}
+    warnings: list[str] = []
+    errors: list[str] = []
+    for key, value, where in entries:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            errors.append(f"{where}: unknown key {key!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+            continue
+        try:
+            if key in _BROKER_KEYS:
+                name, conv = _BROKER_KEYS[key]
+                v = _coerce(broker_types[name].replace(" | None", ""), value)
+                broker_kw[name] = conv[1](v) if conv else v
+            elif key in _SERVER_KEYS:
+                server_kw[_SERVER_KEYS[key]] = int(value)
+            elif key == "brokerRole":
+                if str(value) not in _SUPPORTED_ROLES:
+                    raise ValueError(f"brokerRole {value} is not supported yet (only {', '.join(_SUPPORTED_ROLES)})")
+            elif key in IGNORED_ROCKETMQ_KEYS:
+                warnings.append(f"{where}: {key} is a RocketMQ setting rocketq does not use; ignored")
+            else:
+                store_props[key] = value
+        except (ValueError, TypeError) as exc:
+            errors.append(f"{where}: {key}: {exc}")
+    try:
+        store, _ = StoreConfig.from_rocketmq(store_props)
+    except (ValueError, TypeError) as exc:
+        errors.append(f"store settings: {exc}")
+    if errors:
+        raise ConfigError("; ".join(errors))
+    try:
+        broker = BrokerSettings(**broker_kw)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"broker settings: {exc}") from None
+    return ServerConfig(broker=broker, store=store, warnings=tuple(warnings), **server_kw)
+
+
+def load(path: Path | None = None, *, environ: Mapping[str, str] | None = None,
+         overrides: Mapping[str, object] | None = None) -> ServerConfig:
+    """The configuration from *path* (optional), ``ROCKETQ_*`` variables of *environ* and *overrides*
+    (flags, by RocketMQ key name; None values are skipped)."""
+    entries = list(read_file(path)) if path is not None else []
+    entries += read_env(environ or {})
+    entries += [(k, v, f"option {k}") for k, v in (overrides or {}).items() if v is not None]
+    return build(entries)

@@ -1,0 +1,69 @@
+"""Standalone mode: a NameServer, a broker and (when available) the gRPC endpoint in one process.
+
+What ``rocketq serve`` runs.  The broker registers with the in-process NameServer (and with any
+other NameServers ``namesrvAddr`` lists), so remoting clients need only ``127.0.0.1:9876``; the
+gRPC endpoint serves RocketMQ 5 clients on ``grpcServerPort`` from the same store.  Shutdown runs
+in reverse order and the broker's shutdown flushes the store and removes its abort marker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+
+from rocketq.broker.broker import Broker
+from rocketq.namesrv.server import NameServer
+from rocketq.server.config import ServerConfig
+
+log = logging.getLogger(__name__)
+
+
+def grpc_available() -> bool:
+    return importlib.util.find_spec("rocketq.grpc_endpoint") is not None
+
+
+class Standalone:
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.namesrv: NameServer | None = None
+        self.broker: Broker | None = None
+        self.grpc = None
+
+    async def start(self) -> Standalone:
+        cfg = self.config
+        bind = cfg.broker.host
+        kv_path = cfg.store.store_path / "namesrv" / "kvConfig.json"
+        self.namesrv = await NameServer(bind, cfg.namesrv_port, kv_path=kv_path).start()
+        try:
+            local = f"127.0.0.1:{self.namesrv.port}"
+            addrs = ";".join(a for a in (local, cfg.broker.namesrv_addr) if a)
+            self.broker = await Broker(dataclasses.replace(cfg.broker, namesrv_addr=addrs), cfg.store).start()
+            if cfg.grpc_port >= 0 and grpc_available():
+                from rocketq.grpc_endpoint import GrpcEndpoint
+                self.grpc = await GrpcEndpoint(self.broker, host=bind, port=cfg.grpc_port).start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    def addresses(self) -> dict[str, str]:
+        out = {"namesrv": f"{self._shown_host()}:{self.namesrv.port}", "broker": self.broker.address}
+        if self.grpc is not None:
+            out["grpc"] = f"{self._shown_host()}:{self.grpc.port}"
+        return out
+
+    def _shown_host(self) -> str:
+        host = self.config.broker.host
+        return self.config.broker.announce_host or ("127.0.0.1" if host in ("0.0.0.0", "") else host)
+
+    async def close(self) -> None:
+        if self.grpc is not None:
+            await self.grpc.close()
+            self.grpc = None
+        if self.broker is not None:
+            await self.broker.close()
+            self.broker = None
+        if self.namesrv is not None:
+            await self.namesrv.close()
+            self.namesrv = None
