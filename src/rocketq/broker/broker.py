@@ -361,7 +361,12 @@ _ok = admin.ok
 
 
 def _host_of(conn) -> HostAddress:
-    try:
-        return HostAddress.parse(conn.peer)
-    except (ValueError, AttributeError):
-        return HostAddress(b"\x7f\x00\x00\x01", 0)
+    """The client's address as born host (parsed once per connection)."""
+    host = conn.context.get("born_host")
+    if host is None:
+        try:
+            host = HostAddress.parse(conn.peer)
+        except (ValueError, AttributeError):
+            host = HostAddress(b"\x7f\x00\x00\x01", 0)
+        conn.context["born_host"] = host
+    return host

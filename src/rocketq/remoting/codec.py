@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import json
 import struct
+
+import orjson
 from typing import Any
 
 from rocketq.remoting.codes import LanguageCode, SerializeType
@@ -90,7 +92,10 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         obj["remark"] = cmd.remark
     obj["extFields"] = {k: to_ext_str(v) for k, v in cmd.ext_fields.items() if v is not None}
     obj["serializeTypeCurrentRPC"] = "JSON"
-    return _utf8_encode(json.dumps(obj, ensure_ascii=False, separators=_JSON_SEPARATORS), "JSON header")
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError as exc:          # e.g. a lone surrogate in a string
+        raise LocalProtocolError(f"JSON header cannot be encoded: {exc}") from None
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:
@@ -233,7 +238,7 @@ def decode_header(header: bytes, serialize_type: SerializeType, *, where: str = 
 
 def _decode_json_header(header: bytes, where: str) -> RemotingCommand:
     try:
-        obj = json.loads(header.decode("utf-8"))
+        obj = orjson.loads(header)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise RemoteProtocolError(f"header is not valid UTF-8 JSON: {str(exc)[:200]}", where) from None
     if not isinstance(obj, dict):

@@ -20,6 +20,9 @@ Invariants and limits:
   pause/resume_writing).  The only writes that do not wait are SYSTEM_BUSY answers; should the
   peer stop reading while flooding us, the buffer would grow, so past ``MAX_WRITE_BUFFER_BYTES``
   the connection is aborted.
+* Frames written in one loop iteration are queued and sent together by one ``writelines`` at the
+  end of it (one syscall per batch of answers, not per answer); past ``FLUSH_NOW_BYTES`` queued
+  they are written at once.
 * A malformed frame cannot be skipped (frames have no delimiter): the connection is logged with
   the peer and the reason, and aborted.  Other connections are unaffected.
 * ONEWAY requests are never answered; a handler's return value for them is dropped.
@@ -53,7 +56,7 @@ DEFAULT_MAX_INFLIGHT = 4096             # suspended long-poll pulls count too: o
 DEFAULT_MAX_PENDING = 65536             # Java's client permits 65535 async requests
 DEFAULT_REQUEST_TIMEOUT_S = 3.0
 MAX_WRITE_BUFFER_BYTES = 64 * 1024 * 1024
-SINGLE_WRITE_MAX_BYTES = 64 * 1024      # below this, header and body are joined into one write
+FLUSH_NOW_BYTES = 64 * 1024             # queued output past this is written at once, not at loop end
 MAX_OPAQUE = (1 << 31) - 1
 BUSY_REMARK = "[OVERLOAD]too many requests in flight on this connection, try later"
 
@@ -92,6 +95,8 @@ class RemotingConnection(asyncio.Protocol):
         self._tasks: set[asyncio.Task] = set()
         self._inflight = 0
         self._write_paused = False
+        self._out: list[bytes] = []           # frames written in this loop iteration, sent together
+        self._out_bytes = 0
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._close_callbacks: list[CloseCallback] = []
         self._closing = False
@@ -165,6 +170,7 @@ class RemotingConnection(asyncio.Protocol):
     def close(self) -> None:
         """Close after the buffered writes are flushed."""
         if not self._closing and self._transport is not None:
+            self._flush_out()
             self._closing = True
             self._transport.close()
 
@@ -309,7 +315,8 @@ class RemotingConnection(asyncio.Protocol):
             self._write_frame(cmd)
         except RemotingConnectionClosedError:
             return
-        if self._transport is not None and self._transport.get_write_buffer_size() > MAX_WRITE_BUFFER_BYTES:
+        if self._transport is not None and \
+                self._transport.get_write_buffer_size() + self._out_bytes > MAX_WRITE_BUFFER_BYTES:
             log.warning("aborting connection from %s: it sends requests but does not read the answers", self.peer)
             self.abort()
 
@@ -322,11 +329,22 @@ class RemotingConnection(asyncio.Protocol):
         transport = self._transport
         if self._closing or transport is None or transport.is_closing():
             raise RemotingConnectionClosedError(f"connection to {self.peer} is closed")
-        if len(body) <= SINGLE_WRITE_MAX_BYTES:
-            transport.write(head + body if body else head)
-        else:
-            transport.write(head)
-            transport.write(body)
+        if not self._out:
+            self._loop.call_soon(self._flush_out)
+        self._out.append(head)
+        if body:
+            self._out.append(body)
+        self._out_bytes += len(head) + len(body)
+        if self._out_bytes >= FLUSH_NOW_BYTES:        # big answers go now, so back-pressure sees them
+            self._flush_out()
+
+    def _flush_out(self) -> None:
+        """Send every frame queued since the last flush with one writelines (one syscall under
+        load instead of one per answer)."""
+        out, self._out, self._out_bytes = self._out, [], 0
+        transport = self._transport
+        if out and transport is not None and not transport.is_closing():
+            transport.writelines(out)
 
     def _wake_drain_waiters(self) -> None:
         waiters, self._drain_waiters = self._drain_waiters, []
