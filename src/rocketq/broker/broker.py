@@ -43,6 +43,7 @@ from rocketq.store import MessageStore, StoreConfig
 log = logging.getLogger(__name__)
 
 OFFSET_PERSIST_INTERVAL_S = 5.0
+ACL_WATCH_INTERVAL_S = 1.0                 # plain_acl.yml is re-read this soon after it changes
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class BrokerSettings:
     fast_failure: bool = True                # brokerFastFailureEnable
     wait_in_send_queue_ms: int = 200         # waitTimeMillsInSendQueue
     send_queue_capacity: int = 10_000        # sendThreadPoolQueueCapacity
+    acl_enable: bool = False                 # aclEnable
+    acl_file: str | None = None              # plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -108,6 +111,10 @@ class Broker:
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()
+        self.acl = None
+        if settings.acl_enable:
+            from rocketq.acl import AclValidator
+            self.acl = AclValidator(Path(settings.acl_file) if settings.acl_file else config_dir / "plain_acl.yml")
         self.clients = ClientManager()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -147,6 +154,8 @@ class Broker:
             self.registrar.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
         self._tasks.append(asyncio.create_task(self._sample_stats_loop()))
+        if self.acl is not None:
+            self._tasks.append(asyncio.create_task(self._watch_acl_loop()))
         self.transaction_checker = TransactionChecker(self, interval_s=self.settings.transaction_check_interval_s,
                                                       timeout_s=self.settings.transaction_timeout_s,
                                                       max_checks=self.settings.transaction_check_max)
@@ -176,10 +185,19 @@ class Broker:
             await asyncio.sleep(1.0)
             self.stats.sample()
 
+    async def _watch_acl_loop(self) -> None:
+        while True:
+            await asyncio.sleep(ACL_WATCH_INTERVAL_S)
+            self.acl.reload_if_changed()
+
     async def _handle(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
         if "watched" not in conn.context:        # first request on this connection: watch its end
             conn.context["watched"] = True
             conn.on_close(lambda c: self._notify_changed(self.clients.connection_closed(c)))
+        if self.acl is not None:
+            denied = self.acl.check(_ip_of(conn), cmd)
+            if denied is not None:
+                return denied
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return not_supported_response(cmd)
@@ -212,7 +230,8 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
-        msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=self._queue_id(cmd, tc))
+        qid = self._queue_id(cmd, tc)
+        msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=qid)
         if is_half(msg):
             msg = to_half(msg)
         with self.flow_control.sending():
@@ -222,7 +241,9 @@ class Broker:
             return RemotingCommand.create_response(cmd, code, r.error or str(r.status))
         self.stats.put(msg.topic, 1, r.wrote_bytes)
         return RemotingCommand.create_response(cmd, code, None if r.ok else str(r.status), {
-            "msgId": r.msg_id, "queueId": r.queue_id, "queueOffset": r.queue_offset})
+            # Java answers the queue the message is for, also when the store parked it elsewhere
+            # (a delayed message in SCHEDULE_TOPIC_XXXX, a half message in the half topic)
+            "msgId": r.msg_id, "queueId": qid, "queueOffset": r.queue_offset})
 
     async def _send_batch(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         busy = self.flow_control.check(cmd)
@@ -358,6 +379,11 @@ async def _quietly(coro) -> None:
 
 
 _ok = admin.ok
+
+
+def _ip_of(conn) -> str:
+    peer = getattr(conn, "peername", None)
+    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
 
 
 def _host_of(conn) -> HostAddress:

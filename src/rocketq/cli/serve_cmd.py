@@ -62,6 +62,8 @@ def _common_options(fn):
         click.option("--port", type=click.IntRange(0, 65535), help="Broker port (listenPort) [default: 10911]."),
         click.option("--flush-disk-type", type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
                      help="flushDiskType [default: ASYNC_FLUSH]."),
+        click.option("--acl", "acl_file", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Enable ACL with this plain_acl.yml (aclEnable=true, aclFile=FILE)."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any other setting; repeatable."),
     ]
     for option in reversed(options):
@@ -69,9 +71,11 @@ def _common_options(fn):
     return fn
 
 
-def load_config(config_file, store_path, host, port, flush_disk_type, sets, **extra):
+def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, **extra):
     overrides = {"storePathRootDir": str(store_path) if store_path else None, "bindAddress": host,
                  "listenPort": port, "flushDiskType": flush_disk_type, **extra, **_parse_sets(sets)}
+    if acl_file:
+        overrides.update(aclEnable="true", aclFile=str(acl_file))
     defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "0.0.0.0"}
     try:
         cfg = server_config.build([(k, v, "default") for k, v in defaults.items()]
@@ -90,10 +94,11 @@ def load_config(config_file, store_path, host, port, flush_disk_type, sets, **ex
 @click.option("--namesrv-port", type=click.IntRange(0, 65535), help="NameServer port [default: 9876].")
 @click.option("--grpc-port", type=click.IntRange(0, 65535), help="gRPC endpoint port (grpcServerPort) [default: 8081].")
 @click.option("--no-grpc", is_flag=True, help="Do not serve the RocketMQ 5 gRPC protocol.")
-def serve(config_file, store_path, host, port, flush_disk_type, sets, namesrv_port, grpc_port, no_grpc) -> None:
+def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, namesrv_port, grpc_port,
+          no_grpc) -> None:
     """Run a NameServer, a broker and the gRPC endpoint in one process (the standalone mode)."""
     from rocketq.server.standalone import Standalone
-    cfg = load_config(config_file, store_path, host, port, flush_disk_type, sets,
+    cfg = load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets,
                       namesrvListenPort=namesrv_port, grpcServerPort=-1 if no_grpc else grpc_port)
     server = Standalone(cfg)
 
@@ -117,11 +122,11 @@ def serve(config_file, store_path, host, port, flush_disk_type, sets, namesrv_po
 @click.option("--namesrv", "namesrv_addr", help="NameServer addresses, host:port;host:port (namesrvAddr).")
 @click.option("--broker-name", help="brokerName [default: broker-a].")
 @click.option("--cluster", "cluster_name", help="brokerClusterName [default: DefaultCluster].")
-def broker(config_file, store_path, host, port, flush_disk_type, sets, namesrv_addr, broker_name,
+def broker(config_file, store_path, host, port, flush_disk_type, acl_file, sets, namesrv_addr, broker_name,
            cluster_name) -> None:
     """Run a broker alone; it registers with the NameServers of --namesrv."""
     from rocketq.broker.broker import Broker
-    cfg = load_config(config_file, store_path, host, port, flush_disk_type, sets, namesrvAddr=namesrv_addr,
+    cfg = load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, namesrvAddr=namesrv_addr,
                       brokerName=broker_name, brokerClusterName=cluster_name)
     b = Broker(cfg.broker, cfg.store)
 

@@ -2,7 +2,7 @@
 
 Keys are RocketMQ's (``brokerClusterName``, ``listenPort``, ``flushDiskType``,
 ``storePathRootDir``, ``mapedFileSizeCommitLog`` ...), so a RocketMQ ``broker.conf`` carries over;
-rocketq adds ``bindAddress``, ``namesrvListenPort`` and ``grpcServerPort`` (the RocketMQ proxy's
+rocketq adds ``bindAddress``, ``namesrvListenPort``, ``grpcServerPort`` and ``aclFile`` (the RocketMQ proxy's
 name) for the standalone server.  Later sources win::
 
     defaults  <  file (-c broker.conf | rocketq.toml)  <  ROCKETQ_<key> environment  <  flags
@@ -58,6 +58,7 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "transactionTimeOut": ("transaction_timeout_s", _MS_TO_S), "transactionCheckMax": ("transaction_check_max", None),
     "brokerFastFailureEnable": ("fast_failure", None), "waitTimeMillsInSendQueue": ("wait_in_send_queue_ms", None),
     "sendThreadPoolQueueCapacity": ("send_queue_capacity", None),
+    "aclEnable": ("acl_enable", None), "aclFile": ("acl_file", None),
 }
 _SERVER_KEYS = {"namesrvListenPort": "namesrv_port", "grpcServerPort": "grpc_port"}
 _SUPPORTED_ROLES = ("ASYNC_MASTER",)
@@ -66,7 +67,7 @@ _SUPPORTED_ROLES = ("ASYNC_MASTER",)
 IGNORED_ROCKETMQ_KEYS = frozenset({
     "brokerIP2", "haListenPort", "haMasterAddress", "brokerPermission", "sendMessageThreadPoolNums",
     "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "slaveReadEnable", "traceTopicEnable",
-    "autoCreateSubscriptionGroup", "rejectTransactionMessage", "enableDLegerCommitLog", "aclEnable",
+    "autoCreateSubscriptionGroup", "rejectTransactionMessage", "enableDLegerCommitLog",
     "storePathCommitLog", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile",
     "fetchNamesrvAddrByAddressServer", "osPageCacheBusyTimeOutMills", "flushConsumerOffsetInterval",
     "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInMemory", "longPollingEnable",
