@@ -36,8 +36,10 @@ from rocketq.broker.subscription_groups import SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction, is_half, to_half
+from rocketq.common import fastjson
 from rocketq.common.msgid import HostAddress
 from rocketq.remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode, not_supported_response
+from rocketq.remoting.tls import ServerTls, TlsMode, TlsServerConfig, client_context
 from rocketq.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,9 @@ class BrokerSettings:
     send_queue_capacity: int = 10_000        # sendThreadPoolQueueCapacity
     acl_enable: bool = False                 # aclEnable
     acl_file: str | None = None              # plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml
+    tls: TlsServerConfig = TlsServerConfig()  # tls.server.mode / certPath / keyPath / trustCertPath
+    tls_enable: bool = False                  # tls.enable: TLS on connections this broker makes
+    tls_trust_cert_path: str | None = None    # tls.client.trustCertPath (None: do not verify, tls.test.mode)
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -123,7 +128,8 @@ class Broker:
         self.topics.load()
         self.offsets.load()
         self.groups.load()
-        self.server = RemotingServer(self._handle, self.settings.host, self.settings.port)
+        tls = ServerTls(self.settings.tls) if self.settings.tls.mode != TlsMode.DISABLED else None
+        self.server = RemotingServer(self._handle, self.settings.host, self.settings.port, tls=tls)
         await self.server.start(serving=False)             # bound: the port is known, nobody served yet
         host = self.settings.announce_host or (
             "127.0.0.1" if self.settings.host in ("0.0.0.0", "") else self.settings.host)
@@ -149,7 +155,8 @@ class Broker:
             self.registrar = NameServerRegistrar(addrs, cluster=self.settings.cluster_name,
                                                  broker_name=self.settings.broker_name,
                                                  broker_id=self.settings.broker_id, broker_addr=self.address,
-                                                 ha_addr=f"{host}:{self.server.port + 1}", topic_table=self.topics.encode)
+                                                 ha_addr=f"{host}:{self.server.port + 1}", topic_table=self.topics.encode,
+                                                 ssl_context=self.client_ssl_context())
             self.topics.listeners.append(self.registrar.topics_changed)
             self.registrar.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
@@ -179,6 +186,13 @@ class Broker:
         while True:
             await asyncio.sleep(OFFSET_PERSIST_INTERVAL_S)
             await asyncio.to_thread(self.offsets.persist)
+
+    def client_ssl_context(self):
+        """The SSL context for connections this broker opens (NameServers, ...), or None."""
+        if not self.settings.tls_enable:
+            return None
+        trust = self.settings.tls_trust_cert_path
+        return client_context(trust, verify=trust is not None)
 
     async def _sample_stats_loop(self) -> None:
         while True:
@@ -306,7 +320,7 @@ class Broker:
 
     async def _heartbeat(self, conn, cmd):
         try:
-            data = json.loads(cmd.body or b"{}")
+            data = fastjson.loads(cmd.body or b"{}")        # Java clients may write fastjson's bare int keys
         except ValueError as exc:
             return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, f"heartbeat body is not JSON: {exc}")
         for c in data.get("consumerDataSet") or ():

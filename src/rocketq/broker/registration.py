@@ -39,8 +39,8 @@ def parse_namesrv_addrs(text: str | None) -> list[tuple[str, int]]:
 
 class NameServerRegistrar:
     def __init__(self, addrs: list[tuple[str, int]], *, cluster: str, broker_name: str, broker_id: int,
-                 broker_addr: str, ha_addr: str, topic_table):
-        self._clients = [RemotingClient(h, p) for h, p in addrs]
+                 broker_addr: str, ha_addr: str, topic_table, ssl_context=None):
+        self._clients = [RemotingClient(h, p, ssl_context=ssl_context) for h, p in addrs]
         self._header = {"brokerAddr": broker_addr, "brokerName": broker_name, "brokerId": broker_id,
                         "clusterName": cluster, "haServerAddr": ha_addr, "compressed": False}
         self._topic_table = topic_table          # callable -> topics.json-shaped dict

@@ -30,6 +30,7 @@ from rocketq.namesrv.kv_config import KVConfigManager
 from rocketq.namesrv.processor import NamesrvContext, dispatch
 from rocketq.namesrv.route_info import DEFAULT_BROKER_EXPIRE_MS, RouteInfoManager
 from rocketq.remoting import RemotingCommand, RemotingConnection, RemotingServer
+from rocketq.remoting.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def wall_clock_ms() -> int:
 class NameServer:
     def __init__(self, host: str = "0.0.0.0", port: int = DEFAULT_PORT, *, kv_path: Path | str | None,
                  scan_interval_s: float = DEFAULT_SCAN_INTERVAL_S, expire_ms: int = DEFAULT_BROKER_EXPIRE_MS,
-                 clock: Callable[[], int] = wall_clock_ms) -> None:
+                 clock: Callable[[], int] = wall_clock_ms, tls: ServerTls | None = None) -> None:
         if scan_interval_s <= 0 or expire_ms <= 0:
             raise ValueError("scan_interval_s and expire_ms must be positive")
         self.routes = RouteInfoManager()
@@ -55,7 +56,7 @@ class NameServer:
         self._scan_interval_s = scan_interval_s
         self._expire_ms = expire_ms
         self._conn_ids = itertools.count(1)
-        self._server = RemotingServer(self._handle, host, port, on_connect=self._on_connect)
+        self._server = RemotingServer(self._handle, host, port, on_connect=self._on_connect, tls=tls)
         self._scan_task: asyncio.Task | None = None
 
     @property

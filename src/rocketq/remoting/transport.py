@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import ssl
 from typing import Callable
 
 from rocketq.remoting.codec import DEFAULT_MAX_FRAME_BYTES
@@ -49,6 +51,7 @@ from rocketq.remoting.connection import (
     RemotingConnection,
 )
 from rocketq.remoting.errors import RemotingConnectError, RemotingConnectionClosedError, RemotingTimeoutError
+from rocketq.remoting.tls import FIRST_BYTE_TIMEOUT_S, ServerTls, TlsMode, first_byte, is_tls_hello
 
 log = logging.getLogger("rocketq.remoting")
 
@@ -64,8 +67,13 @@ class RemotingServer:
                  max_inflight_per_connection: int = DEFAULT_MAX_INFLIGHT,
                  max_pending_per_connection: int = DEFAULT_MAX_PENDING,
                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-                 on_connect: Callable[[RemotingConnection], object] | None = None) -> None:
+                 on_connect: Callable[[RemotingConnection], object] | None = None,
+                 tls: ServerTls | None = None) -> None:
         self._handler = handler
+        self._tls = tls if tls is not None and tls.mode != TlsMode.DISABLED else None
+        self._listener: socket.socket | None = None        # TLS modes: our own accept loop
+        self._accepting: asyncio.Task | None = None
+        self._accepted: set[asyncio.Task] = set()
         self.host = host
         self._port = port
         self._max_frame_bytes = max_frame_bytes
@@ -79,6 +87,8 @@ class RemotingServer:
     @property
     def port(self) -> int:
         """The bound port (the real one when constructed with port 0)."""
+        if self._listener is not None:
+            return self._listener.getsockname()[1]
         if self._server is None or not self._server.sockets:
             return self._port
         return self._server.sockets[0].getsockname()[1]
@@ -87,9 +97,17 @@ class RemotingServer:
         """Bind and listen; calling it again on a started server does nothing.  With
         ``serving=False`` the port is bound (so :attr:`port` is known) but connections are only
         accepted after :meth:`serve`."""
-        if self._server is not None:
+        if self._server is not None or self._listener is not None:
             return self
         loop = asyncio.get_running_loop()
+        if self._tls is not None:
+            self._listener = socket.create_server((self.host, self._port), backlog=1024,
+                                                  family=socket.AF_INET6 if ":" in self.host else socket.AF_INET)
+            self._listener.setblocking(False)
+            log.info("remoting server bound to %s:%d (TLS %s)", self.host, self.port, self._tls.mode.value)
+            if serving:
+                await self.serve()
+            return self
         self._server = await loop.create_server(self._new_connection, self.host, self._port, reuse_address=True,
                                                 start_serving=serving)
         log.info("remoting server bound to %s:%d", self.host, self.port)
@@ -97,15 +115,52 @@ class RemotingServer:
 
     async def serve(self) -> None:
         """Start accepting connections on a server started with ``serving=False``."""
+        if self._listener is not None:
+            if self._accepting is None:
+                self._accepting = asyncio.create_task(self._accept_loop())
+            return
         if self._server is None:
             raise RuntimeError("serve() before start()")
         await self._server.start_serving()
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            sock, _ = await loop.sock_accept(self._listener)
+            task = asyncio.create_task(self._hand_over(sock))
+            self._accepted.add(task)
+            task.add_done_callback(self._accepted.discard)
+
+    async def _hand_over(self, sock: socket.socket) -> None:
+        """Peek at the client's first byte and serve the socket with TLS or without, as the mode allows."""
+        try:
+            first = await first_byte(sock)
+            tls = is_tls_hello(first)
+            if first is None or (not tls and self._tls.mode == TlsMode.ENFORCING):
+                log.info("closing %s: %s", _peer_of(sock), "no data" if first is None else
+                         "plain connection refused, tlsMode is enforcing")
+                sock.close()
+                return
+            await asyncio.get_running_loop().connect_accepted_socket(
+                self._new_connection, sock, ssl=self._tls.context() if tls else None,
+                ssl_handshake_timeout=FIRST_BYTE_TIMEOUT_S if tls else None)
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            log.info("connection from %s failed before serving: %s", _peer_of(sock), exc)
+            sock.close()
 
     async def close(self) -> None:
         """Stop listening, close every connection (abort those that do not flush in time),
         and cancel handlers still running."""
         if self._server is not None:
             self._server.close()
+        if self._accepting is not None:
+            self._accepting.cancel()
+        for task in list(self._accepted):
+            task.cancel()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+            self._accepting = None
         connections = list(self.connections)
         for conn in connections:
             conn.close()
@@ -158,8 +213,9 @@ class RemotingClient:
                  connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
                  max_pending_requests: int = DEFAULT_MAX_PENDING,
-                 max_inflight: int = DEFAULT_MAX_INFLIGHT) -> None:
+                 max_inflight: int = DEFAULT_MAX_INFLIGHT, ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host
+        self._ssl = ssl_context
         self.port = port
         self._handler = handler
         self._connect_timeout_s = connect_timeout_s
@@ -230,10 +286,11 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout_s):
-                _, conn = await loop.create_connection(self._new_connection, self.host, self.port)
+                _, conn = await loop.create_connection(self._new_connection, self.host, self.port, ssl=self._ssl,
+                                                       server_hostname=self.host if self._ssl else None)
         except TimeoutError:
             raise RemotingConnectError(f"could not connect to {self.address} within {timeout_s}s") from None
-        except OSError as exc:
+        except (OSError, ssl.SSLError) as exc:
             raise RemotingConnectError(f"could not connect to {self.address}: {exc}") from exc
         log.debug("connected to %s", self.address)
         return conn
@@ -254,3 +311,11 @@ async def _wait_or_abort(connections: list[RemotingConnection], grace_s: float) 
             conn.abort()
     if late:
         await asyncio.wait(late)
+
+
+def _peer_of(sock: socket.socket) -> str:
+    try:
+        host, port = sock.getpeername()[:2]
+    except OSError:
+        return "?"
+    return f"{host}:{port}"

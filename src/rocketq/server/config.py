@@ -2,7 +2,8 @@
 
 Keys are RocketMQ's (``brokerClusterName``, ``listenPort``, ``flushDiskType``,
 ``storePathRootDir``, ``mapedFileSizeCommitLog`` ...), so a RocketMQ ``broker.conf`` carries over;
-rocketq adds ``bindAddress``, ``namesrvListenPort``, ``grpcServerPort`` and ``aclFile`` (the RocketMQ proxy's
+rocketq adds ``bindAddress``, ``namesrvListenPort``, ``grpcServerPort``, ``aclFile`` and ``tlsMode`` (short
+for ``tls.server.mode``; the ``tls.*`` keys are RocketMQ's TlsSystemConfig names) (the RocketMQ proxy's
 name) for the standalone server.  Later sources win::
 
     defaults  <  file (-c broker.conf | rocketq.toml)  <  ROCKETQ_<key> environment  <  flags
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketq.broker.broker import BrokerSettings
+from rocketq.remoting.tls import TlsMode, TlsServerConfig
 from rocketq.store import StoreConfig
 from rocketq.store.config import _coerce
 
@@ -59,7 +61,12 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "brokerFastFailureEnable": ("fast_failure", None), "waitTimeMillsInSendQueue": ("wait_in_send_queue_ms", None),
     "sendThreadPoolQueueCapacity": ("send_queue_capacity", None),
     "aclEnable": ("acl_enable", None), "aclFile": ("acl_file", None),
+    "tls.enable": ("tls_enable", None), "tls.client.trustCertPath": ("tls_trust_cert_path", None),
 }
+# TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
+_TLS_KEYS = {"tlsMode": "mode", "tls.server.mode": "mode", "tls.server.certPath": "cert_path",
+             "tls.server.keyPath": "key_path", "tls.server.trustCertPath": "trust_cert_path",
+             "tls.server.need.client.auth": "need_client_auth"}
 _SERVER_KEYS = {"namesrvListenPort": "namesrv_port", "grpcServerPort": "grpc_port"}
 _SUPPORTED_ROLES = ("ASYNC_MASTER",)
 
@@ -81,7 +88,7 @@ def _broker_fields() -> dict[str, str]:
 
 
 def known_keys() -> set[str]:
-    return (set(_BROKER_KEYS) | set(_SERVER_KEYS) | {"brokerRole"} | set(StoreConfig.ROCKETMQ_KEYS)
+    return (set(_BROKER_KEYS) | set(_SERVER_KEYS) | set(_TLS_KEYS) | {"brokerRole"} | set(StoreConfig.ROCKETMQ_KEYS)
             | {f.name for f in dataclasses.fields(StoreConfig)} | IGNORED_ROCKETMQ_KEYS)
 
 
@@ -145,6 +152,7 @@ def build(entries: list[tuple[str, object, str]]) -> ServerConfig:
     broker_kw: dict = {}
     server_kw: dict = {}
     store_props: dict[str, object] = {}
+    tls_kw: dict[str, object] = {}
     warnings: list[str] = []
     errors: list[str] = []
     for key, value, where in entries:
@@ -157,6 +165,8 @@ def build(entries: list[tuple[str, object, str]]) -> ServerConfig:
                 name, conv = _BROKER_KEYS[key]
                 v = _coerce(broker_types[name].replace(" | None", ""), value)
                 broker_kw[name] = conv[1](v) if conv else v
+            elif key in _TLS_KEYS:
+                tls_kw[_TLS_KEYS[key]] = TlsMode.parse(value) if _TLS_KEYS[key] == "mode" else str(value)
             elif key in _SERVER_KEYS:
                 server_kw[_SERVER_KEYS[key]] = int(value)
             elif key == "brokerRole":
@@ -175,7 +185,7 @@ def build(entries: list[tuple[str, object, str]]) -> ServerConfig:
     if errors:
         raise ConfigError("; ".join(errors))
     try:
-        broker = BrokerSettings(**broker_kw)
+        broker = BrokerSettings(**broker_kw, tls=TlsServerConfig(**tls_kw))
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"broker settings: {exc}") from None
     return ServerConfig(broker=broker, store=store, warnings=tuple(warnings), **server_kw)

@@ -14,6 +14,7 @@ import logging
 
 from rocketq.broker.broker import Broker
 from rocketq.namesrv.server import NameServer
+from rocketq.remoting.tls import ServerTls, TlsMode
 from rocketq.server.config import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -34,11 +35,15 @@ class Standalone:
         cfg = self.config
         bind = cfg.broker.host
         kv_path = cfg.store.store_path / "namesrv" / "kvConfig.json"
-        self.namesrv = await NameServer(bind, cfg.namesrv_port, kv_path=kv_path).start()
+        tls = ServerTls(cfg.broker.tls) if cfg.broker.tls.mode != TlsMode.DISABLED else None
+        self.namesrv = await NameServer(bind, cfg.namesrv_port, kv_path=kv_path, tls=tls).start()
         try:
             local = f"127.0.0.1:{self.namesrv.port}"
             addrs = ";".join(a for a in (local, cfg.broker.namesrv_addr) if a)
-            self.broker = await Broker(dataclasses.replace(cfg.broker, namesrv_addr=addrs), cfg.store).start()
+            # in-process registration follows the ports' TLS mode: enforcing needs TLS on loopback too
+            settings = dataclasses.replace(cfg.broker, namesrv_addr=addrs,
+                                           tls_enable=cfg.broker.tls_enable or tls is not None)
+            self.broker = await Broker(settings, cfg.store).start()
             if cfg.grpc_port >= 0 and grpc_available():
                 from rocketq.grpc_endpoint import GrpcEndpoint
                 self.grpc = await GrpcEndpoint(self.broker, host=bind, port=cfg.grpc_port).start()

@@ -1,0 +1,62 @@
+"""Wire-level checks for the protocol deviations the ali-ons run exposed (docs/compatibility.md).
+
+Each request here is shaped exactly as ali-ons 3.12.0 sends it (JSON header, extFields values as
+raw JSON numbers and booleans, version 121, language JAVA), sent by rocketq's own client to a real
+broker on a loopback port.  These run without Node.js.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from compat_helpers import invoke, servers
+from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
+
+DEADLINE_S = 20
+
+
+def _send_v2(topic: str, queue_id: int, props: str, body: bytes = b"payload") -> RemotingCommand:
+    cmd = RemotingCommand.create_request(RequestCode.SEND_MESSAGE_V2, {
+        "a": "PID_COMPAT", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0, "g": int(time.time() * 1000),
+        "h": 0, "i": props, "j": 0, "k": False}, body)
+    cmd.version = 121
+    return cmd
+
+
+async def _wait_max_offset(env, topic: str, queue_id: int, want: int) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        r = await invoke(env.client, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id})
+        if int(r.ext_fields["offset"]) >= want:
+            return
+        assert time.monotonic() < deadline, f"{topic}:{queue_id} never reached offset {want}"
+        await asyncio.sleep(0.05)
+
+
+def test_send_answers_the_requested_queue_for_a_delayed_message(tmp_path):
+    """Java's SendMessageProcessor answers ``queueId`` = the queue the producer chose, even when
+    the store parks the message in SCHEDULE_TOPIC_XXXX (queue = level - 1) until it is due.
+    rocketq used to answer the schedule queue, so ali-ons reported a queue the message never
+    reached."""
+    async def scenario():
+        async with servers(tmp_path) as env:
+            r = await env.client.invoke(_send_v2("DelayWire", 3, "TAGS\x01T\x02KEYS\x01d-1\x02DELAY\x012\x02"),
+                                        timeout_s=10)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert r.ext_fields["queueId"] == "3"                      # not 1, the level-2 schedule queue
+            await _wait_max_offset(env, "DelayWire", 3, 1)              # and it does arrive in queue 3
+            plain = await env.client.invoke(_send_v2("DelayWire", 2, "TAGS\x01T\x02"), timeout_s=10)
+            assert plain.ext_fields["queueId"] == "2" and plain.ext_fields["queueOffset"] == "0"
+    asyncio.run(scenario())
+
+
+def test_send_answers_the_requested_queue_for_a_half_message(tmp_path):
+    """The same rule for a transactional half message, which the broker keeps in queue 0 of the half topic."""
+    async def scenario():
+        async with servers(tmp_path) as env:
+            r = await env.client.invoke(_send_v2("TxWire", 2, "TRAN_MSG\x01true\x02PGROUP\x01PID_COMPAT\x02"),
+                                        timeout_s=10)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert r.ext_fields["queueId"] == "2"
+    asyncio.run(scenario())
