@@ -15,6 +15,8 @@ GET_CONSUMER_CONNECTION_LIST        203  body: ConsumerConnection
 GET_BROKER_RUNTIME_INFO              28  body: KVTable {"table": {name: text}}
 =================================  ====  =====================================================
 
+Creating or deleting a topic re-registers with the NameServers before answering, as RocketMQ's
+``registerIncrementBrokerData`` does, so the route is there when the admin command returns.
 The stats bodies key their maps by MessageQueue objects, as fastjson writes them; Java's admin
 tools read exactly that (see :mod:`rocketq.common.fastjson`).
 """
@@ -45,9 +47,15 @@ def handlers(broker) -> dict:
 
     def bind(fn):
         async def handle(conn, cmd):
-            return fn(broker, cmd)
+            response = fn(broker, cmd)
+            if cmd.code in _REGISTER_AFTER and response.code == ResponseCode.SUCCESS and broker.registrar is not None:
+                await broker.registrar.register_once()   # the route is at the NameServers when we answer
+            return response
         return handle
     return {code: bind(fn) for code, fn in table.items()}
+
+
+_REGISTER_AFTER = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER})
 
 
 def ok(cmd: RemotingCommand, ext=None, body: bytes = b"") -> RemotingCommand:

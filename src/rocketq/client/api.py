@@ -1,0 +1,289 @@
+"""Low-level calls to NameServers and brokers (RocketMQ's ``MQClientAPIImpl``), asyncio.
+
+One :class:`RemotingClient` per address, made on first use and reused.  Every method sends one
+request and returns a typed result or raises :class:`MQClientError` naming the response code,
+the broker's remark and the address.  With :class:`Credentials` every request is signed (ACL 1.0);
+with an SSL context every connection uses TLS.  This is the layer the producers, consumers, the
+admin API, the command line and the Spark connector share.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from rocketq.acl.signing import sign
+from rocketq.broker.send import encode_batch
+from rocketq.client.model import (
+    Credentials,
+    MessageQueue,
+    MQClientError,
+    PullResult,
+    PullStatus,
+    SendResult,
+    SendStatus,
+    TopicRoute,
+)
+from rocketq.common import fastjson
+from rocketq.common.message import Message
+from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rocketq.remoting.connection import Handler
+from rocketq.store.record import StoredMessage
+
+DEFAULT_TIMEOUT_S = 3.0
+PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, PULL_FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
+
+_SEND_STATUS = {ResponseCode.SUCCESS: SendStatus.SEND_OK, ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+                ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+                ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
+_PULL_STATUS = {ResponseCode.SUCCESS: PullStatus.FOUND, ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+                ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+                ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL}
+
+
+def split_records(body: bytes) -> list[StoredMessage]:
+    """The records of a PULL_MESSAGE / QUERY_MESSAGE body, back to back in store format."""
+    out, pos, end = [], 0, len(body)
+    while pos + 4 <= end:
+        size = int.from_bytes(body[pos:pos + 4], "big")
+        if size <= 0 or pos + size > end:
+            raise MQClientError(-1, f"malformed message record at byte {pos} of a {end}-byte body")
+        out.append(StoredMessage(body[pos:pos + size]))
+        pos += size
+    return out
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"address {addr!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class MQClientAPI:
+    def __init__(self, *, credentials: Credentials | None = None, ssl_context=None,
+                 handler: Handler | None = None, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.credentials = credentials
+        self._ssl = ssl_context
+        self._handler = handler
+        self.timeout_s = timeout_s
+        self._clients: dict[str, RemotingClient] = {}
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def client(self, addr: str) -> RemotingClient:
+        c = self._clients.get(addr)
+        if c is None:
+            host, port = parse_addr(addr)
+            c = self._clients[addr] = RemotingClient(host, port, handler=self._handler, ssl_context=self._ssl)
+        return c
+
+    async def invoke(self, addr: str, code: int, header: dict | None = None, body: bytes = b"", *,
+                     timeout_s: float | None = None, expect: tuple[int, ...] = (ResponseCode.SUCCESS,)
+                     ) -> RemotingCommand:
+        cmd = RemotingCommand.create_request(code, header or {}, body)
+        if self.credentials is not None:
+            sign(cmd, self.credentials.access_key, self.credentials.secret_key)
+        try:
+            r = await self.client(addr).invoke(cmd, timeout_s=timeout_s or self.timeout_s)
+        except MQClientError:
+            raise
+        except Exception as exc:             # connect / timeout / closed: one error type for callers
+            raise MQClientError(-1, f"{type(exc).__name__}: {exc}", addr) from exc
+        if r.code not in expect:
+            raise MQClientError(r.code, r.remark, addr)
+        return r
+
+    async def oneway(self, addr: str, code: int, header: dict, body: bytes = b"") -> None:
+        cmd = RemotingCommand.create_request(code, header, body, oneway=True)
+        if self.credentials is not None:
+            sign(cmd, self.credentials.access_key, self.credentials.secret_key)
+        await self.client(addr).invoke_oneway(cmd, timeout_s=self.timeout_s)
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            await c.close()
+
+    # -- NameServer --------------------------------------------------------------------------
+
+    async def _any_namesrv(self, namesrvs: list[str], code: int, header: dict) -> RemotingCommand:
+        last: MQClientError | None = None
+        for addr in namesrvs:
+            try:
+                return await self.invoke(addr, code, header)
+            except MQClientError as exc:
+                if exc.code >= 0:               # a real answer (e.g. TOPIC_NOT_EXIST): do not ask the next one
+                    raise
+                last = exc
+        raise last or MQClientError(-1, "no NameServer address configured")
+
+    async def get_route(self, namesrvs: list[str], topic: str) -> TopicRoute:
+        r = await self._any_namesrv(namesrvs, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        return TopicRoute.parse(topic, r.body)
+
+    async def cluster_info(self, namesrvs: list[str]) -> dict:
+        r = await self._any_namesrv(namesrvs, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+        return fastjson.loads(r.body)
+
+    async def topic_list(self, namesrvs: list[str]) -> list[str]:
+        r = await self._any_namesrv(namesrvs, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+        return sorted(fastjson.loads(r.body).get("topicList") or [])
+
+    async def delete_topic_in_namesrv(self, namesrv: str, topic: str) -> None:
+        await self.invoke(namesrv, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
+
+    # -- producing ---------------------------------------------------------------------------
+
+    async def send(self, addr: str, mq: MessageQueue, msg: Message, group: str, *,
+                   batch: list[Message] | None = None, timeout_s: float | None = None) -> SendResult:
+        """SEND_MESSAGE_V2 for *msg*, or SEND_BATCH_MESSAGE for *batch* (all of mq's topic)."""
+        header = {"a": group, "b": mq.topic, "c": "TBW102", "d": 4, "e": mq.queue_id, "f": msg.sys_flag,
+                  "g": int(time.time() * 1000), "h": msg.flag, "i": msg.properties_string(),
+                  "j": msg.reconsume_times, "k": False}
+        if batch is not None:
+            header["m"] = True
+            body = encode_batch([(m.flag, m.body, m.properties_string()) for m in batch])
+            code = RequestCode.SEND_BATCH_MESSAGE
+        else:
+            body, code = msg.body, RequestCode.SEND_MESSAGE_V2
+        r = await self.invoke(addr, code, header, body, timeout_s=timeout_s, expect=tuple(_SEND_STATUS))
+        uniq = ",".join(m.properties.get("UNIQ_KEY", "") for m in batch) if batch is not None \
+            else msg.properties.get("UNIQ_KEY", "")
+        f = r.ext_fields
+        return SendResult(_SEND_STATUS[r.code], uniq, f.get("msgId", ""),
+                          MessageQueue(mq.topic, mq.broker_name, int(f.get("queueId", mq.queue_id))),
+                          int(f.get("queueOffset", -1)), f.get("transactionId"))
+
+    async def send_oneway(self, addr: str, mq: MessageQueue, msg: Message, group: str) -> None:
+        header = {"a": group, "b": mq.topic, "c": "TBW102", "d": 4, "e": mq.queue_id, "f": msg.sys_flag,
+                  "g": int(time.time() * 1000), "h": msg.flag, "i": msg.properties_string(), "j": 0, "k": False}
+        await self.oneway(addr, RequestCode.SEND_MESSAGE_V2, header, msg.body)
+
+    async def end_transaction(self, addr: str, header: dict) -> None:
+        await self.oneway(addr, RequestCode.END_TRANSACTION, header)
+
+    # -- consuming ---------------------------------------------------------------------------
+
+    async def pull(self, addr: str, mq: MessageQueue, group: str, offset: int, *, max_nums: int = 32,
+                   expression: str = "*", suspend_ms: int = 0, commit_offset: int = -1,
+                   timeout_s: float | None = None) -> PullResult:
+        flags = (PULL_FLAG_SUSPEND if suspend_ms else 0) | (PULL_FLAG_COMMIT_OFFSET if commit_offset >= 0 else 0)
+        header = {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
+                  "maxMsgNums": max_nums, "sysFlag": flags | PULL_FLAG_SUBSCRIPTION,
+                  "commitOffset": max(commit_offset, 0), "suspendTimeoutMillis": suspend_ms,
+                  "subscription": expression, "subVersion": 0, "expressionType": "TAG"}
+        wait = (timeout_s or self.timeout_s) + suspend_ms / 1000
+        r = await self.invoke(addr, RequestCode.PULL_MESSAGE, header, timeout_s=wait, expect=tuple(_PULL_STATUS))
+        f = r.ext_fields
+        msgs = split_records(r.body) if r.code == ResponseCode.SUCCESS else []
+        return PullResult(_PULL_STATUS[r.code], int(f.get("nextBeginOffset", offset)), int(f.get("minOffset", 0)),
+                          int(f.get("maxOffset", 0)), msgs)
+
+    async def query_offset(self, addr: str, group: str, mq: MessageQueue) -> int:
+        """The group's committed offset, or -1 when it has none."""
+        r = await self.invoke(addr, RequestCode.QUERY_CONSUMER_OFFSET, {
+            "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id},
+            expect=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        return int(r.ext_fields.get("offset", -1)) if r.code == ResponseCode.SUCCESS else -1
+
+    async def update_offset(self, addr: str, group: str, mq: MessageQueue, offset: int) -> None:
+        await self.invoke(addr, RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": offset})
+
+    async def max_offset(self, addr: str, mq: MessageQueue) -> int:
+        r = await self.invoke(addr, RequestCode.GET_MAX_OFFSET, {"topic": mq.topic, "queueId": mq.queue_id})
+        return int(r.ext_fields["offset"])
+
+    async def min_offset(self, addr: str, mq: MessageQueue) -> int:
+        r = await self.invoke(addr, RequestCode.GET_MIN_OFFSET, {"topic": mq.topic, "queueId": mq.queue_id})
+        return int(r.ext_fields["offset"])
+
+    async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int) -> int:
+        r = await self.invoke(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {
+            "topic": mq.topic, "queueId": mq.queue_id, "timestamp": timestamp_ms})
+        return int(r.ext_fields["offset"])
+
+    async def heartbeat(self, addr: str, data: dict) -> None:
+        await self.invoke(addr, RequestCode.HEART_BEAT, {}, json.dumps(data).encode())
+
+    async def unregister_client(self, addr: str, client_id: str, *, producer_group: str = "",
+                                consumer_group: str = "") -> None:
+        header = {"clientID": client_id}
+        if producer_group:
+            header["producerGroup"] = producer_group
+        if consumer_group:
+            header["consumerGroup"] = consumer_group
+        await self.invoke(addr, RequestCode.UNREGISTER_CLIENT, header)
+
+    async def consumer_ids(self, addr: str, group: str) -> list[str]:
+        r = await self.invoke(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group},
+                              expect=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
+        return json.loads(r.body).get("consumerIdList") or [] if r.code == ResponseCode.SUCCESS else []
+
+    async def send_back(self, addr: str, msg: StoredMessage, group: str, *, delay_level: int = 0,
+                        max_reconsume_times: int = 16) -> None:
+        await self.invoke(addr, RequestCode.CONSUMER_SEND_MSG_BACK, {
+            "offset": msg.physical_offset, "group": group, "delayLevel": delay_level,
+            "originMsgId": msg.uniq_key or msg.msg_id, "originTopic": msg.topic, "unitMode": False,
+            "maxReconsumeTimes": max_reconsume_times}, timeout_s=5.0)
+
+    async def lock_batch(self, addr: str, group: str, client_id: str, queues: list[MessageQueue]) -> set[MessageQueue]:
+        body = json.dumps({"consumerGroup": group, "clientId": client_id,
+                           "mqSet": [q.to_json() for q in queues]}).encode()
+        r = await self.invoke(addr, RequestCode.LOCK_BATCH_MQ, {}, body)
+        return {MessageQueue(q["topic"], q["brokerName"], int(q["queueId"]))
+                for q in json.loads(r.body).get("lockOKMQSet") or ()}
+
+    async def unlock_batch(self, addr: str, group: str, client_id: str, queues: list[MessageQueue]) -> None:
+        body = json.dumps({"consumerGroup": group, "clientId": client_id,
+                           "mqSet": [q.to_json() for q in queues]}).encode()
+        await self.invoke(addr, RequestCode.UNLOCK_BATCH_MQ, {}, body)
+
+    # -- queries and admin -------------------------------------------------------------------
+
+    async def query_message(self, addr: str, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
+                            end_ms: int | None = None, *, unique: bool = False) -> list[StoredMessage]:
+        r = await self.invoke(addr, RequestCode.QUERY_MESSAGE, {
+            "topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": begin_ms,
+            "endTimestamp": end_ms if end_ms is not None else int(time.time() * 1000) + 60_000,
+            "_UNIQUE_KEY_QUERY": str(unique).lower()}, expect=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        return split_records(r.body) if r.code == ResponseCode.SUCCESS else []
+
+    async def view_message(self, addr: str, offset: int) -> StoredMessage:
+        r = await self.invoke(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
+        return StoredMessage(r.body)
+
+    async def create_topic(self, addr: str, topic: str, *, read_queues: int = 8, write_queues: int = 8,
+                           perm: int = 6, order: bool = False) -> None:
+        await self.invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": read_queues, "writeQueueNums": write_queues,
+            "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order})
+
+    async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
+        await self.invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+
+    async def all_topic_config(self, addr: str) -> dict:
+        r = await self.invoke(addr, RequestCode.GET_ALL_TOPIC_CONFIG, {})
+        return fastjson.loads(r.body)
+
+    async def consume_stats(self, addr: str, group: str, topic: str = "") -> dict[MessageQueue, dict]:
+        """Per queue: brokerOffset, consumerOffset, lastTimestamp ({} when the group has none here)."""
+        header = {"consumerGroup": group}
+        if topic:
+            header["topic"] = topic
+        r = await self.invoke(addr, RequestCode.GET_CONSUME_STATS, header,
+                              expect=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
+        if r.code != ResponseCode.SUCCESS:
+            return {}
+        table = fastjson.loads(r.body).get("offsetTable") or {}
+        return {MessageQueue(k["topic"], k["brokerName"], int(k["queueId"])): v for k, v in table.items()}
+
+    async def all_groups(self, addr: str) -> dict:
+        r = await self.invoke(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+        return json.loads(r.body).get("subscriptionGroupTable") or {}
+
+    async def runtime_info(self, addr: str) -> dict[str, str]:
+        r = await self.invoke(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})
+        return json.loads(r.body).get("table") or {}
+

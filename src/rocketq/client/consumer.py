@@ -1,0 +1,217 @@
+"""What push and lite-pull consumers share: subscriptions, heartbeats, rebalancing, start offsets.
+
+Rebalance (RocketMQ ``RebalanceImpl`` with ``AllocateMessageQueueAveragely``): for each subscribed
+topic, the sorted readable queues are split among the group's sorted client ids, each client
+taking a contiguous run of ``len(queues) // len(clients)`` queues (the first ``len % n`` clients one
+more).  It runs at start, every 20 s, and at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED.
+In the broadcast model every client takes every queue.  A cluster-model consumer also subscribes
+``%RETRY%<group>``, where its failed messages come back.
+
+A queue's first offset is the group's committed offset; without one, ``consume_from`` decides:
+LAST (the queue's end; RocketMQ's broker answers 0 for a young queue, so a new group still reads a
+new topic from the start), FIRST (its beginning) or TIMESTAMP (the first message stored at or after
+``consume_timestamp_ms``).  Retry topics always start at the beginning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from rocketq.client.instance import ClientInstance
+from rocketq.client.model import ConsumeFrom, Credentials, MessageModel, MessageQueue, MQClientError
+from rocketq.client.offset_store import LocalOffsetStore, RemoteOffsetStore
+from rocketq.common.javahash import tag_hash
+from rocketq.common.sysflag import RETRY_GROUP_TOPIC_PREFIX
+from rocketq.remoting import RequestCode
+
+log = logging.getLogger("rocketq.client")
+
+REBALANCE_INTERVAL_S = 20.0
+PERSIST_INTERVAL_S = 5.0
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+
+
+def allocate_average(queues: list[MessageQueue], clients: list[str], me: str) -> list[MessageQueue]:
+    if me not in clients or not queues:
+        return []
+    n, index = len(clients), clients.index(me)
+    mod = len(queues) % n
+    if len(queues) <= n:
+        size = 1
+    else:
+        size = len(queues) // n + (1 if mod > 0 and index < mod else 0)
+    start = index * size if mod > 0 and index < mod else index * size + mod
+    return queues[start:start + max(0, min(size, len(queues) - start))]
+
+
+def parse_expression(expression: str) -> set[str] | None:
+    """``"TagA || TagB"`` -> {"TagA", "TagB"}; None for ``*``."""
+    expression = (expression or "*").strip()
+    if expression in ("*", ""):
+        return None
+    return {t.strip() for t in expression.split("||") if t.strip()}
+
+
+def restore_retry_topic(msg) -> None:
+    """Messages from ``%RETRY%group`` are shown under the topic they were first sent to."""
+    if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        real = msg.properties.get(PROPERTY_RETRY_TOPIC)
+        if real:
+            msg._topic = real
+
+
+class ConsumerBase:
+    consume_type = "CONSUME_PASSIVELY"
+
+    def __init__(self, group: str, namesrv: str | list[str] = "127.0.0.1:9876", *,
+                 model: MessageModel = MessageModel.CLUSTERING, consume_from: ConsumeFrom = ConsumeFrom.LAST,
+                 consume_timestamp_ms: int = 0, credentials: Credentials | None = None, ssl_context=None,
+                 offsets_dir=None, pull_batch_size: int = 32, timeout_s: float = 3.0):
+        self.group = group
+        self.model = model
+        self.consume_from = consume_from
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.pull_batch_size = pull_batch_size
+        self.instance = ClientInstance(namesrv, credentials=credentials, ssl_context=ssl_context, timeout_s=timeout_s)
+        self.instance.heartbeat_data = self._heartbeat_data
+        self.instance.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._on_ids_changed
+        self.subscriptions: dict[str, str] = {}
+        self.offsets = RemoteOffsetStore(self.instance, group) if model == MessageModel.CLUSTERING else \
+            LocalOffsetStore(self.instance.client_id.split("#")[0].replace("@", "-") + f"-{group}", group, offsets_dir)
+        self.assigned: dict[MessageQueue, str] = {}          # queue -> tag expression
+        self._tasks: list[asyncio.Task] = []
+        self._rebalance_now = asyncio.Event()
+        self._rebalance_lock = asyncio.Lock()
+        self.running = False
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self.subscriptions[topic] = expression or "*"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self):
+        if self.running:
+            return self
+        if self.model == MessageModel.CLUSTERING and self.subscriptions:
+            self.subscriptions.setdefault(f"{RETRY_GROUP_TOPIC_PREFIX}{self.group}", "*")
+        for topic in self.subscriptions:
+            if await self.instance.route(topic) is None and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                log.warning("topic %s has no route yet; the consumer waits for it", topic)
+        self.running = True
+        await self.instance.heartbeat_now()
+        await self.rebalance()
+        self.instance.start_heartbeats()
+        self._tasks += [asyncio.create_task(self._rebalance_loop()), asyncio.create_task(self._persist_loop())]
+        return self
+
+    async def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for mq in list(self.assigned):
+            await self._queue_removed(mq)
+        await self.offsets.persist()
+        for addr in sorted(self.instance.broker_addrs()):
+            with contextlib.suppress(MQClientError):
+                await self.instance.api.unregister_client(addr, self.instance.client_id, consumer_group=self.group)
+        await self.instance.close()
+
+    async def __aenter__(self):
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    def _heartbeat_data(self) -> dict:
+        subs = [{"topic": t, "subString": e, "tagsSet": sorted(parse_expression(e) or []),
+                 "codeSet": sorted(tag_hash(x) for x in parse_expression(e) or []), "subVersion": 0,
+                 "classFilterMode": False, "expressionType": "TAG"} for t, e in self.subscriptions.items()]
+        return {"producerDataSet": [], "consumerDataSet": [{
+            "groupName": self.group, "consumeType": self.consume_type, "messageModel": self.model.value,
+            "consumeFromWhere": self.consume_from.value, "subscriptionDataSet": subs, "unitMode": False}]}
+
+    # -- rebalancing -------------------------------------------------------------------------
+
+    async def _on_ids_changed(self, cmd) -> None:
+        self._rebalance_now.set()
+        return None
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._rebalance_now.wait(), REBALANCE_INTERVAL_S)
+            self._rebalance_now.clear()
+            try:
+                await self.rebalance()
+            except MQClientError as exc:
+                log.info("rebalance of %s failed, retried later: %s", self.group, exc)
+
+    async def rebalance(self) -> None:
+        async with self._rebalance_lock:
+            wanted: dict[MessageQueue, str] = {}
+            for topic, expression in self.subscriptions.items():
+                route = await self.instance.route(topic, refresh=True)
+                if route is None:
+                    continue
+                queues = sorted(route.read_queues())
+                if self.model == MessageModel.CLUSTERING:
+                    clients = await self._client_ids(route)
+                    queues = allocate_average(queues, clients, self.instance.client_id)
+                for mq in queues:
+                    wanted[mq] = expression
+            for mq in [q for q in self.assigned if q not in wanted]:
+                await self._queue_removed(mq)
+            for mq, expression in wanted.items():
+                if mq not in self.assigned:
+                    self.assigned[mq] = expression
+                    await self._queue_added(mq, expression)
+
+    async def _client_ids(self, route) -> list[str]:
+        for b in route.broker_datas:
+            if b.master:
+                try:
+                    ids = await self.instance.api.consumer_ids(b.master, self.group)
+                except MQClientError:
+                    continue
+                if ids:
+                    return sorted(ids)
+        return [self.instance.client_id]
+
+    async def _queue_added(self, mq: MessageQueue, expression: str) -> None:
+        raise NotImplementedError
+
+    async def _queue_removed(self, mq: MessageQueue) -> None:
+        self.assigned.pop(mq, None)
+        await self.offsets.persist([mq])
+        self.offsets.remove(mq)
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(PERSIST_INTERVAL_S)
+            await self.offsets.persist()
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    async def broker_addr(self, mq: MessageQueue) -> str:
+        route = await self.instance.route(mq.topic)
+        addr = route.master_of(mq.broker_name) if route else None
+        if not addr:
+            raise MQClientError(-1, f"no broker address for {mq}")
+        return addr
+
+    async def start_offset(self, mq: MessageQueue) -> int:
+        stored = await self.offsets.read(mq)
+        if stored >= 0:
+            return stored
+        addr = await self.broker_addr(mq)
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or self.consume_from == ConsumeFrom.FIRST:
+            return await self.instance.api.min_offset(addr, mq)
+        if self.consume_from == ConsumeFrom.TIMESTAMP:
+            return await self.instance.api.search_offset(addr, mq, self.consume_timestamp_ms)
+        return await self.instance.api.max_offset(addr, mq)

@@ -1,0 +1,60 @@
+"""Client-side ids: message unique keys (RocketMQ ``MessageClientIDSetter``) and client ids.
+
+A unique key is 16 bytes as 32 upper-case hex characters::
+
+    ip (4) | pid (2) | per-process random (4) | ms since the start of this month (4) | counter (2)
+
+so ids from one process sort by time and stay unique across processes and restarts.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import itertools
+import os
+import secrets
+import socket
+import struct
+import threading
+import time
+
+_COUNTER = itertools.count()
+_LOCK = threading.Lock()
+_STRUCT = struct.Struct(">4sHIIH")
+
+
+def local_ip() -> str:
+    """The address other hosts would see (no packet is sent); 127.0.0.1 when there is no network."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+_IP = socket.inet_aton(local_ip())
+_RANDOM = secrets.randbits(32)
+
+
+def _month_start_ms() -> int:
+    now = _dt.datetime.now()
+    return int(now.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp() * 1000)
+
+
+_MONTH_START = _month_start_ms()
+
+
+def unique_key() -> str:
+    with _LOCK:
+        n = next(_COUNTER) & 0xFFFF
+    since = (int(time.time() * 1000) - _MONTH_START) & 0xFFFFFFFF
+    return _STRUCT.pack(_IP, os.getpid() & 0xFFFF, _RANDOM, since, n).hex().upper()
+
+
+_CLIENTS = itertools.count(1)
+
+
+def client_id() -> str:
+    """``ip@pid#n``: unique per client object, so several consumers in one process rebalance apart."""
+    return f"{local_ip()}@{os.getpid()}#{next(_CLIENTS)}"
