@@ -41,6 +41,7 @@ from rocketq.common.msgid import HostAddress
 from rocketq.remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode, not_supported_response
 from rocketq.remoting.tls import ServerTls, TlsMode, TlsServerConfig, client_context
 from rocketq.store import MessageStore, StoreConfig
+from rocketq.store.prepare import EncodedBatch
 
 log = logging.getLogger(__name__)
 
@@ -267,12 +268,13 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
-        qid, born = self._queue_id(cmd, tc), _host_of(conn)
-        msgs = []
-        for flag, body, props in decode_batch(cmd.body):
-            m = message_from_header(cmd, body, born, queue_id=qid, props_text=props)
-            m.flag = flag
-            msgs.append(m)
+        records = decode_batch(cmd.body)
+        if not records:
+            return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+        flags, bodies, texts = zip(*records)
+        msgs = EncodedBatch(tc.topic_name, self._queue_id(cmd, tc), flags, bodies, texts,
+                            sys_flag=cmd.get_int("sysFlag", 0), born_timestamp=cmd.get_int("bornTimestamp", 0),
+                            born_host=_host_of(conn), reconsume_times=cmd.get_int("reconsumeTimes", 0))
         with self.flow_control.sending():
             if self.store.group_commit is not None:      # SYNC_FLUSH waits for the fsync: not on the event loop
                 rs = await asyncio.to_thread(self.store.put_messages, msgs)
@@ -280,7 +282,7 @@ class Broker:
                 rs = self.store.put_messages(msgs)
         if not rs.ok:
             return RemotingCommand.create_response(cmd, STATUS_CODES[rs.status], rs.error or str(rs.status))
-        self.stats.put(msgs[0].topic, len(msgs), len(cmd.body))
+        self.stats.put(msgs.topic, len(bodies), len(cmd.body))
         first = rs[0]
         return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, None, {
             "msgId": ",".join(rs.msg_ids), "queueId": first.queue_id, "queueOffset": first.queue_offset})

@@ -80,9 +80,15 @@ class TopicRoute:
         return None
 
     def write_queues(self, topic: str | None = None) -> list[MessageQueue]:
+        """Writable queues of brokers with a master (computed once per route and topic)."""
         topic = topic or self.topic
-        return [MessageQueue(topic, q.broker_name, i) for q in sorted(self.queue_datas, key=lambda q: q.broker_name)
+        cache = self.__dict__.setdefault("_write_queues", {})
+        queues = cache.get(topic)
+        if queues is None:
+            queues = cache[topic] = [
+                MessageQueue(topic, q.broker_name, i) for q in sorted(self.queue_datas, key=lambda q: q.broker_name)
                 if q.perm & PERM_WRITE and self.master_of(q.broker_name) for i in range(q.write_queue_nums)]
+        return queues
 
     def read_queues(self) -> list[MessageQueue]:
         return [MessageQueue(self.topic, q.broker_name, i) for q in sorted(self.queue_datas, key=lambda q: q.broker_name)

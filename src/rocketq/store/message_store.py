@@ -35,7 +35,7 @@ from rocketq.store.consume_queue import BLANK_SIZE, ConsumeQueue
 from rocketq.store.dispatcher import ConsumeQueueSink, Dispatcher, IndexSink
 from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlushService
 from rocketq.store.mapped_file import MappedFile
-from rocketq.store.prepare import prepare_batch, prepare_one
+from rocketq.store.prepare import EncodedBatch, prepare_batch, prepare_encoded, prepare_one
 from rocketq.store.reads import QueueReader
 from rocketq.store.record import MAGIC_V1, MAGIC_V2, StoredMessage, header_struct
 
@@ -304,18 +304,26 @@ class MessageStore:
         return PutMessageResult(PutStatus.PUT_OK, self._msg_id_prefix + f"{phy:016X}", phy, appended.queue_offsets[0],
                                 row[2], appended.sizes[0], appended.store_timestamp)
 
-    def put_messages(self, msgs: list[Message]) -> BatchPutResult:
-        """Append *msgs* as one batch under one lock: all are stored, or none (with the reason)."""
+    def put_messages(self, msgs: list[Message] | EncodedBatch) -> BatchPutResult:
+        """Append *msgs* as one batch under one lock: all are stored, or none (with the reason).
+        An :class:`EncodedBatch` (one topic and queue, properties already encoded) skips decoding."""
+        count = len(msgs.bodies) if isinstance(msgs, EncodedBatch) else len(msgs)
         if not self.running:
-            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=len(msgs))
-        if not msgs:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=count)
+        if not count:
             return BatchPutResult(PutStatus.PUT_OK)
         try:
-            prepared = prepare_batch(msgs, max_message_size=self.config.max_message_size,
-                                     delay_levels=self._delay_level_count)
+            prepared = None
+            if isinstance(msgs, EncodedBatch):
+                prepared = prepare_encoded(msgs, max_message_size=self.config.max_message_size)
+                if prepared is None:
+                    msgs = msgs.to_messages()
+            if prepared is None:
+                prepared = prepare_batch(msgs, max_message_size=self.config.max_message_size,
+                                         delay_levels=self._delay_level_count)
             batch = self.commitlog.append(prepared, clock=self._clock, on_appended=self.dispatcher.submit)
         except PutError as exc:
-            return BatchPutResult(exc.status, error=exc.reason, count=len(msgs))
+            return BatchPutResult(exc.status, error=exc.reason, count=count)
         status = PutStatus.PUT_OK
         if self.group_commit is not None and not self.group_commit.wait_flushed(batch.end_offset):
             status = PutStatus.FLUSH_DISK_TIMEOUT

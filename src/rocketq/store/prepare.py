@@ -6,19 +6,23 @@ messages' attributes with one C-level ``map``, validates whole columns (unique t
 ids by min/max, body sizes by max), and builds properties with ``str.format`` mapped over tags
 and keys.  Messages that need more (user properties, a delay level, an IPv6 born host) take the
 per-message path, :func:`prepare_one`; both produce the same :class:`PreparedBatch` columns.
+:func:`prepare_encoded` takes a broker's SEND_BATCH_MESSAGE as it came off the wire (properties
+already encoded) and builds the columns without a :class:`Message` per record.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import attrgetter
 
 from rocketq.common.crc import body_crc, body_crcs
-from rocketq.common.message import Message
-from rocketq.common.properties import IllegalPropertyError, check_separators
+from rocketq.common.message import DEFAULT_BORN_HOST, Message
+from rocketq.common.msgid import HostAddress
+from rocketq.common.properties import IllegalPropertyError, check_separators, decode_properties
 from rocketq.common.sysflag import (
     BORNHOST_V6,
+    PROPERTY_DELAY,
     PROPERTY_KEYS,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -186,3 +190,71 @@ def _to_schedule_topic(m: Message, delay_levels: int) -> Message:
     props[PROPERTY_REAL_TOPIC] = m.topic
     props[PROPERTY_REAL_QUEUE_ID] = str(m.queue_id)
     return replace(m, topic=SCHEDULE_TOPIC, queue_id=level - 1, delay_level=level, properties=props)
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    """Messages of one topic and queue whose properties are already encoded (``k\\x01v\\x02...``), as a
+    SEND_BATCH_MESSAGE body carries them: the broker hands them over without decoding each into a
+    :class:`Message`."""
+    topic: str
+    queue_id: int
+    flags: tuple[int, ...]
+    bodies: tuple[bytes, ...]
+    props_texts: tuple[str, ...]
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: HostAddress = DEFAULT_BORN_HOST
+    reconsume_times: int = 0
+
+    def to_messages(self) -> list[Message]:
+        out = []
+        for flag, body, text in zip(self.flags, self.bodies, self.props_texts):
+            props = decode_properties(text)
+            delay = props.get(PROPERTY_DELAY, "")
+            out.append(Message(topic=self.topic, body=body, queue_id=self.queue_id, properties=props, flag=flag,
+                               sys_flag=self.sys_flag, born_timestamp=self.born_timestamp, born_host=self.born_host,
+                               reconsume_times=self.reconsume_times, delay_level=int(delay) if delay.isdigit() else 0))
+        return out
+
+
+def prepare_encoded(eb: EncodedBatch, *, max_message_size: int) -> PreparedBatch | None:
+    """The PreparedBatch of *eb*, or None when a message needs the general path (a delay level,
+    transaction flags, an IPv6 born host).  Raises PutError naming the first bad message."""
+    if eb.born_host.is_v6 or eb.sys_flag & TRANSACTION_MASK not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+        return None
+    err = topic_error(eb.topic)
+    if err:
+        raise PutError(PutStatus.MESSAGE_ILLEGAL, err)
+    if not 0 <= eb.queue_id <= MAX_QUEUE_ID:
+        raise PutError(PutStatus.MESSAGE_ILLEGAL, f"queue id {eb.queue_id} of topic {eb.topic!r} is out of range")
+    _check_numeric({"flag": eb.flags, "sys_flag": (eb.sys_flag,), "reconsume_times": (eb.reconsume_times,),
+                    "born_timestamp": (eb.born_timestamp,), "prepared_transaction_offset": (0,)})
+    n = len(eb.bodies)
+    blens = list(map(len, eb.bodies))
+    if max(blens) > max_message_size:
+        bad = next(i for i, size in enumerate(blens) if size > max_message_size)
+        raise PutError(PutStatus.MESSAGE_ILLEGAL, f"message {bad} (topic {eb.topic!r}): body of {blens[bad]} "
+                                                  f"bytes exceeds maxMessageSize {max_message_size}")
+    tags, keys, uniqs = [], [], []
+    for i, text in enumerate(eb.props_texts):
+        pairs = text.split("\x02")
+        if pairs[-1] or any(p.count("\x01") != 1 for p in pairs[:-1]):
+            raise PutError(PutStatus.MESSAGE_ILLEGAL, f"message {i}: properties are not k\\x01v\\x02 pairs")
+        props = dict(p.split("\x01") for p in pairs[:-1])
+        if PROPERTY_DELAY in props:
+            return None
+        tags.append(props.get(PROPERTY_TAGS))
+        keys.append(props.get(PROPERTY_KEYS))
+        uniqs.append(props.get(PROPERTY_UNIQ_KEY))
+    props_bs = list(map(str.encode, eb.props_texts))
+    if max(map(len, props_bs)) > MAX_PROPERTIES_BYTES:
+        bad = next(i for i, p in enumerate(props_bs) if len(p) > MAX_PROPERTIES_BYTES)
+        raise PutError(PutStatus.PROPERTIES_SIZE_EXCEEDED, f"message {bad} (topic {eb.topic!r}): properties are "
+                                                          f"{len(props_bs[bad])} bytes, at most {MAX_PROPERTIES_BYTES}")
+    return PreparedBatch(
+        topics=(eb.topic,) * n, topic_bs=[eb.topic.encode()] * n, queue_ids=(eb.queue_id,) * n, flags=eb.flags,
+        sys_flags=(eb.sys_flag,) * n, born_ts=(eb.born_timestamp,) * n, born_ips=(eb.born_host.ip,) * n,
+        born_ports=(eb.born_host.port,) * n, reconsume=(eb.reconsume_times,) * n, prepared_offsets=(0,) * n,
+        bodies=eb.bodies, crcs=body_crcs(eb.bodies, blens), props_bs=props_bs, tags=tuple(tags), keys=keys,
+        uniq_keys=tuple(uniqs), props_texts=eb.props_texts, body_lens=blens, any_born_v6=False)

@@ -1,0 +1,244 @@
+"""The broker benchmark (issue 3's numbers): a real ``rocketq serve`` process, rocketq's own client
+in this process, over loopback.
+
+Scenarios (each run ``runs`` times; min / median / max reported):
+
+* ``echo floor``          - a bare uvloop TCP echo of a 1 KiB frame between two processes: what one
+                            round trip costs on this machine before any broker code runs;
+* ``sync send 1KiB``      - one producer, one message per round trip (msgs/s, p50/p99);
+* ``in-flight send 1KiB`` - one producer, 256 single-message sends in flight;
+* ``batch send 1KiB`` / ``batch send 128B`` - SEND_BATCH_MESSAGE of 64 / 256, 8 batches in flight;
+* ``drain 1KiB backlog``  - a LitePullConsumer reading a backlog of ``backlog`` messages;
+* ``end-to-end 1KiB``     - sends paced at ``e2e_rate``/s, a long-polling PushConsumer in the same
+                            process; latency = delivered - sent (perf_counter in the body);
+* ``SYNC_FLUSH 64 producers`` - a second server with SYNC_FLUSH, 64 concurrent senders.
+
+The broker runs ASYNC_FLUSH (except the last scenario) in its own process, as the issue asks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BOOT = re.compile(r"NameServer [\d.]+:(\d+), broker \S+ \(\S+\) [\d.]+:(\d+)")
+
+
+@dataclass
+class Scenario:
+    name: str
+    target: str
+    rates: list[float] = field(default_factory=list)        # msgs/s per run
+    p50_ms: list[float] = field(default_factory=list)
+    p99_ms: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        def mmm(xs):
+            return [min(xs), statistics.median(xs), max(xs)] if xs else None
+        return {"name": self.name, "target": self.target, "msgs_per_s": mmm(self.rates),
+                "p50_ms": mmm(self.p50_ms), "p99_ms": mmm(self.p99_ms)}
+
+
+class ServeProcess:
+    """``rocketq serve`` on free ports in a temporary store, stopped (SIGTERM) on exit."""
+
+    def __init__(self, root: Path, *extra: str):
+        self.root, self.extra = root, extra
+
+    def __enter__(self) -> ServeProcess:
+        cmd = [sys.executable, "-m", "rocketq.cli.main", "serve", "--store-path", str(self.root), "--host",
+               "127.0.0.1", "--port", "0", "--namesrv-port", "0", "--no-grpc", *self.extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 60)
+        match = BOOT.search(self.proc.stdout.readline() if ready else "")
+        if not match:
+            self.proc.kill()
+            raise RuntimeError("rocketq serve did not start")
+        self.namesrv = f"127.0.0.1:{match.group(1)}"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _pcts(lat: list[float]) -> tuple[float, float]:
+    lat = sorted(lat)
+    return lat[len(lat) // 2] * 1000, lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+
+
+async def _sends(namesrv: str, topic: str, n: int, size: int, inflight: int, batch: int) -> tuple[float, list[float]]:
+    from rocketq.client import Message, Producer
+    body = b"x" * size
+    async with Producer("BENCH_PG", namesrv) as p:
+        await p.send(Message(topic, body))                 # route and connection warm
+        lat: list[float] = []
+        sem = asyncio.Semaphore(inflight)
+
+        async def one() -> None:
+            async with sem:
+                t = time.perf_counter()
+                if batch:
+                    await p.send_batch([Message(topic, body) for _ in range(batch)])
+                else:
+                    await p.send(Message(topic, body))
+                lat.append(time.perf_counter() - t)
+        calls = n // max(batch, 1)
+        t0 = time.perf_counter()
+        if inflight == 1:
+            for _ in range(calls):
+                await one()
+        else:
+            await asyncio.gather(*(one() for _ in range(calls)))
+        return calls * max(batch, 1) / (time.perf_counter() - t0), lat
+
+
+async def _drain(namesrv: str, topic: str, n: int) -> float:
+    from rocketq.client import ConsumeFrom, LitePullConsumer
+    c = LitePullConsumer(f"BENCH_DRAIN_{time.monotonic_ns()}", namesrv, consume_from=ConsumeFrom.FIRST,
+                         pull_batch_size=256, buffer_batches=256)
+    c.subscribe(topic)
+    await c.start()
+    got, t0, last = 0, None, None
+    deadline = time.monotonic() + 600
+    while got < n and time.monotonic() < deadline:
+        msgs = await c.poll(2.0, max_messages=8192)
+        if not msgs and t0 is not None:
+            break                                    # idle for 2 s after data: everything is read
+        if msgs and t0 is None:                      # the clock starts after the first batch
+            t0 = last = time.perf_counter()
+            continue
+        got += len(msgs)
+        last = time.perf_counter()
+    rate = got / (last - t0) if t0 and last > t0 else 0.0
+    await c.shutdown()
+    return rate
+
+
+async def _end_to_end(namesrv: str, topic: str, rate: int, seconds: float) -> tuple[float, list[float]]:
+    from rocketq.client import ConsumeFrom, Message, Producer, PushConsumer
+    lat: list[float] = []
+
+    async def listener(msgs):
+        now = time.perf_counter()
+        lat.extend(now - float(m.body[:20]) for m in msgs)
+    consumer = PushConsumer(f"BENCH_E2E_{time.monotonic_ns()}", namesrv, listener=listener,
+                            consume_from=ConsumeFrom.LAST)
+    consumer.subscribe(topic)
+    async with Producer("BENCH_PG", namesrv) as p:
+        await p.send(Message(topic, b"%020.6f" % time.perf_counter() + b"x" * 1004))
+        await consumer.start()
+        await asyncio.sleep(1.0)
+        lat.clear()
+        total = int(rate * seconds)
+        t0 = time.perf_counter()
+        pending = set()
+        for i in range(total):
+            due = t0 + i / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            pending.add(asyncio.ensure_future(p.send(Message(topic, b"%020.6f" % time.perf_counter() + b"x" * 1004))))
+            if len(pending) > 512:
+                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.gather(*pending)
+        sent_rate = total / (time.perf_counter() - t0)
+        deadline = time.monotonic() + 30
+        while len(lat) < total and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    await consumer.shutdown()
+    return sent_rate, lat
+
+
+def _echo_floor(rounds: int = 5000) -> tuple[float, list[float]]:
+    code = ("import asyncio,uvloop\nclass E(asyncio.Protocol):\n def connection_made(s,t): s.t=t\n"
+            " def data_received(s,d): s.t.write(d)\nasync def m():\n s=await asyncio.get_running_loop()"
+            ".create_server(E,'127.0.0.1',0)\n print(s.sockets[0].getsockname()[1],flush=True)\n"
+            " await asyncio.sleep(3600)\nuvloop.run(m())\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+
+        async def client():
+            import socket
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            lat = []
+            frame = b"x" * 1100
+            for _ in range(rounds):
+                t = time.perf_counter()
+                w.write(frame)
+                await r.readexactly(len(frame))
+                lat.append(time.perf_counter() - t)
+            w.close()
+            return rounds / sum(lat), lat
+        return _run(client())
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _run(coro):
+    try:
+        import uvloop
+        return uvloop.run(coro)
+    except ImportError:
+        return asyncio.run(coro)
+
+
+def run_broker_bench(*, runs: int = 3, quick: bool = False, backlog: int = 1_000_000, e2e_rate: int = 10_000,
+                     directory: Path | None = None, progress: Callable[[str], None] = lambda s: None) -> dict:
+    scale = 10 if quick else 1
+    backlog = backlog // scale
+    sc = {k: Scenario(k, t) for k, t in [
+        ("echo floor (bare uvloop TCP round trip)", "-"), ("sync send 1KiB", ">= 10,000/s, p99 <= 2 ms"),
+        ("in-flight send 1KiB (256)", ">= 150,000/s"), ("batch send 1KiB (64 x 8)", ">= 150,000/s"),
+        ("batch send 128B (256 x 8)", ">= 300,000/s"), ("drain 1KiB backlog", ">= 300,000/s"),
+        (f"end-to-end 1KiB at {e2e_rate}/s", "p50 <= 1 ms, p99 <= 5 ms"),
+        ("SYNC_FLUSH 64 producers 1KiB", "report")]}
+    names = list(sc)
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        for run in range(runs):
+            progress(f"run {run + 1}/{runs}: echo floor")
+            rate, lat = _echo_floor(5000 // scale)
+            _record(sc[names[0]], rate, lat)
+            with ServeProcess(Path(tmp) / f"async-{run}") as srv:
+                for i, (n, size, inflight, batch) in enumerate([(20_000, 1024, 1, 0), (100_000, 1024, 256, 0),
+                                                                (300_000, 1024, 8, 64), (600_000, 128, 8, 256)]):
+                    progress(f"run {run + 1}/{runs}: {names[i + 1]}")
+                    rate, lat = _run(_sends(srv.namesrv, f"B{i}", n // scale, size, inflight, batch))
+                    _record(sc[names[i + 1]], rate, lat)
+                progress(f"run {run + 1}/{runs}: filling a {backlog:,}-message backlog")
+                _run(_sends(srv.namesrv, "Backlog", backlog, 1024, 8, 64))
+                progress(f"run {run + 1}/{runs}: draining it")
+                sc[names[5]].rates.append(_run(_drain(srv.namesrv, "Backlog", backlog)))
+                progress(f"run {run + 1}/{runs}: end-to-end latency")
+                rate, lat = _run(_end_to_end(srv.namesrv, "E2E", e2e_rate, 10 / scale))
+                _record(sc[names[6]], rate, lat)
+            with ServeProcess(Path(tmp) / f"sync-{run}", "--flush-disk-type", "SYNC_FLUSH") as srv:
+                progress(f"run {run + 1}/{runs}: SYNC_FLUSH with 64 producers")
+                rate, lat = _run(_sends(srv.namesrv, "Sync", 30_000 // scale, 1024, 64, 0))
+                _record(sc[names[7]], rate, lat)
+    return {"scenarios": [s.to_dict() for s in sc.values()], "runs": runs, "quick": quick, "backlog": backlog,
+            "cpu_count": os.cpu_count()}
+
+
+def _record(s: Scenario, rate: float, lat: list[float]) -> None:
+    s.rates.append(rate)
+    if lat:
+        p50, p99 = _pcts(lat)
+        s.p50_ms.append(p50)
+        s.p99_ms.append(p99)
