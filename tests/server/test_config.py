@@ -45,7 +45,7 @@ def test_unknown_keys_are_errors_that_say_where_and_suggest(tmp_path):
 
 @pytest.mark.parametrize("line, expected", [
     ("listenPort=abc", "listenPort"), ("listenPort=70000", "70000"), ("flushDiskType=SOMETIMES", "flushDiskType"),
-    ("brokerRole=SLAVE", "brokerRole SLAVE is not supported"), ("autoCreateTopicEnable=yes", "true or false"),
+    ("brokerRole=SLAVE", "brokerId 0: a master has brokerId 0"), ("brokerRole=LEADER", "brokerRole LEADER"), ("autoCreateTopicEnable=yes", "true or false"),
     ("brokerName=bad name", "brokerName"), ("just some words", "expected key=value"),
 ])
 def test_bad_values_name_the_key(tmp_path, line, expected):

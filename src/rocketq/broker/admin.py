@@ -13,6 +13,7 @@ GET_TOPIC_STATS_INFO                202  body: TopicStatsTable, MessageQueue-key
 GET_CONSUME_STATS                   208  body: ConsumeStats, MessageQueue-keyed (fastjson form)
 GET_CONSUMER_CONNECTION_LIST        203  body: ConsumerConnection
 GET_BROKER_RUNTIME_INFO              28  body: KVTable {"table": {name: text}}
+GET_ALL_CONSUMER_OFFSET              43  body: {"offsetTable": {"topic@group": {queueId: offset}}}
 =================================  ====  =====================================================
 
 Creating or deleting a topic re-registers with the NameServers before answering, as RocketMQ's
@@ -42,7 +43,7 @@ def handlers(broker) -> dict:
         RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups, RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
         RequestCode.GET_TOPIC_STATS_INFO: topic_stats, RequestCode.GET_CONSUME_STATS: consume_stats,
         RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
-        RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
+        RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info, RequestCode.GET_ALL_CONSUMER_OFFSET: all_offsets,
     }
 
     def bind(fn):
@@ -171,6 +172,10 @@ def consumer_connections(broker, cmd):
     body = {"connectionSet": conns, "subscriptionTable": info.subscriptions, "consumeType": info.consume_type,
             "messageModel": info.message_model, "consumeFromWhere": info.consume_from_where}
     return ok(cmd, body=json.dumps(body).encode())
+
+
+def all_offsets(broker, cmd):
+    return ok(cmd, body=json.dumps(broker.offsets.encode()).encode())
 
 
 def runtime_info(broker, cmd):

@@ -29,6 +29,7 @@ from rocketq.broker.locks import QueueLocks
 from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
+from rocketq.broker.replication import Replication
 from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header, send_header
 from rocketq.broker.send_back import consumer_send_back
 from rocketq.broker.stats import BrokerStats
@@ -71,6 +72,9 @@ class BrokerSettings:
     tls: TlsServerConfig = TlsServerConfig()  # tls.server.mode / certPath / keyPath / trustCertPath
     tls_enable: bool = False                  # tls.enable: TLS on connections this broker makes
     tls_trust_cert_path: str | None = None    # tls.client.trustCertPath (None: do not verify, tls.test.mode)
+    broker_role: str = "ASYNC_MASTER"         # brokerRole: ASYNC_MASTER | SYNC_MASTER | SLAVE
+    ha_listen_port: int | None = None         # haListenPort (None: listenPort + 1)
+    ha_master_address: str | None = None      # haMasterAddress (a slave; None: learned from the NameServers)
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -83,12 +87,17 @@ class BrokerSettings:
                 raise ValueError(f"{what} {name!r}: {topic_error(name)}")
         if self.default_topic_queue_nums < 1:
             raise ValueError("defaultTopicQueueNums must be at least 1")
+        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+            raise ValueError(f"brokerRole {self.broker_role} is not ASYNC_MASTER, SYNC_MASTER or SLAVE")
+        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+            raise ValueError(f"brokerRole {self.broker_role} with brokerId {self.broker_id}: a master has brokerId 0, "
+                             "a slave a brokerId above 0")
 
 
 class Broker:
     def __init__(self, settings: BrokerSettings, store_config: StoreConfig):
         self.settings = settings
-        self.store = MessageStore(store_config)
+        self.store = MessageStore(store_config.replace(broker_role=settings.broker_role))
         config_dir = Path(store_config.store_path) / "config"
         self.topics = TopicConfigManager(config_dir / "topics.json", cluster_name=settings.cluster_name,
                                          broker_name=settings.broker_name,
@@ -151,12 +160,14 @@ class Broker:
         self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
         await self.server.serve()
         self.registrar = None
+        self.replication = Replication(self)
+        ha_addr = await self.replication.start(host, self.server.port + 1)
         addrs = parse_namesrv_addrs(self.settings.namesrv_addr)
         if addrs:
             self.registrar = NameServerRegistrar(addrs, cluster=self.settings.cluster_name,
                                                  broker_name=self.settings.broker_name,
                                                  broker_id=self.settings.broker_id, broker_addr=self.address,
-                                                 ha_addr=f"{host}:{self.server.port + 1}", topic_table=self.topics.encode,
+                                                 ha_addr=ha_addr, topic_table=self.topics.encode,
                                                  ssl_context=self.client_ssl_context())
             self.topics.listeners.append(self.registrar.topics_changed)
             self.registrar.start()
@@ -176,6 +187,7 @@ class Broker:
             t.cancel()
         if self.registrar is not None:
             await self.registrar.close()
+        await self.replication.close()
         await self.transaction_checker.close()
         if self.server is not None:
             await self.server.close()
@@ -238,7 +250,7 @@ class Broker:
         return random.randrange(tc.write_queue_nums) if qid < 0 else qid % tc.write_queue_nums
 
     async def _send(self, conn, cmd: RemotingCommand) -> RemotingCommand:
-        busy = self.flow_control.check(cmd)
+        busy = self.replication.refuse_send(cmd) or self.flow_control.check(cmd)
         if busy is not None:
             return busy
         send_header(cmd)
@@ -255,13 +267,16 @@ class Broker:
         if r.physical_offset < 0:
             return RemotingCommand.create_response(cmd, code, r.error or str(r.status))
         self.stats.put(msg.topic, 1, r.wrote_bytes)
+        self.replication.notify()
+        if r.ok:
+            code = await self.replication.replicated(r.physical_offset + r.wrote_bytes) or code
         return RemotingCommand.create_response(cmd, code, None if r.ok else str(r.status), {
             # Java answers the queue the message is for, also when the store parked it elsewhere
             # (a delayed message in SCHEDULE_TOPIC_XXXX, a half message in the half topic)
             "msgId": r.msg_id, "queueId": qid, "queueOffset": r.queue_offset})
 
     async def _send_batch(self, conn, cmd: RemotingCommand) -> RemotingCommand:
-        busy = self.flow_control.check(cmd)
+        busy = self.replication.refuse_send(cmd) or self.flow_control.check(cmd)
         if busy is not None:
             return busy
         send_header(cmd)
@@ -283,8 +298,13 @@ class Broker:
         if not rs.ok:
             return RemotingCommand.create_response(cmd, STATUS_CODES[rs.status], rs.error or str(rs.status))
         self.stats.put(msgs.topic, len(bodies), len(cmd.body))
+        self.replication.notify()
+        code = STATUS_CODES[rs.status]
+        if rs.ok:
+            last = rs[len(rs) - 1]
+            code = await self.replication.replicated(last.physical_offset + last.wrote_bytes) or code
         first = rs[0]
-        return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, None, {
+        return RemotingCommand.create_response(cmd, code, None, {
             "msgId": ",".join(rs.msg_ids), "queueId": first.queue_id, "queueOffset": first.queue_offset})
 
     # -- offsets -----------------------------------------------------------------------------

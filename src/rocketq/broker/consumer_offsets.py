@@ -61,6 +61,17 @@ class ConsumerOffsetManager:
                 del self.table[key]
                 self._dirty = True
 
+    def encode(self) -> dict:
+        with self._lock:
+            return {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(self.table.items())}}
+
+    def replace_all(self, table: dict[str, dict[int, int]]) -> None:
+        """A slave takes its master's offsets (SlaveSynchronize)."""
+        with self._lock:
+            if table != self.table:
+                self.table = table
+                self._dirty = True
+
     def remove_group(self, group: str) -> None:
         with self._lock:
             for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[1] == group]:

@@ -44,6 +44,8 @@ class NameServerRegistrar:
         self._header = {"brokerAddr": broker_addr, "brokerName": broker_name, "brokerId": broker_id,
                         "clusterName": cluster, "haServerAddr": ha_addr, "compressed": False}
         self._topic_table = topic_table          # callable -> topics.json-shaped dict
+        self.master_addr: str | None = None
+        self.master_ha_addr: str | None = None
         self._task: asyncio.Task | None = None
         self._kick = asyncio.Event()
 
@@ -65,6 +67,9 @@ class NameServerRegistrar:
             return False
         if r.code != ResponseCode.SUCCESS:
             log.warning("NameServer %s:%d refused %s: %s", client.host, client.port, code, r.remark)
+        elif code == RequestCode.REGISTER_BROKER:     # a slave learns its master from the answer
+            self.master_addr = r.ext_fields.get("masterAddr") or None
+            self.master_ha_addr = r.ext_fields.get("haServerAddr") or None
         return r.code == ResponseCode.SUCCESS
 
     def start(self) -> None:

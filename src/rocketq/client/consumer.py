@@ -199,8 +199,9 @@ class ConsumerBase:
     # -- offsets -----------------------------------------------------------------------------
 
     async def broker_addr(self, mq: MessageQueue) -> str:
+        """The queue's master, or a slave of it while the master is away (reads keep going)."""
         route = await self.instance.route(mq.topic)
-        addr = route.master_of(mq.broker_name) if route else None
+        addr = route.read_addr_of(mq.broker_name) if route else None
         if not addr:
             raise MQClientError(-1, f"no broker address for {mq}")
         return addr

@@ -79,6 +79,13 @@ class TopicRoute:
                 return b.master
         return None
 
+    def read_addr_of(self, broker_name: str) -> str | None:
+        """Where to read *broker_name*'s queues: its master, or a slave when the master is gone."""
+        for b in self.broker_datas:
+            if b.broker_name == broker_name and b.addrs:
+                return b.master or b.addrs[min(b.addrs)]
+        return None
+
     def write_queues(self, topic: str | None = None) -> list[MessageQueue]:
         """Writable queues of brokers with a master (computed once per route and topic)."""
         topic = topic or self.topic

@@ -39,7 +39,7 @@ class RemoteOffsetStore:
 
     async def _addr(self, mq: MessageQueue) -> str:
         route = await self._instance.route(mq.topic)
-        addr = route.master_of(mq.broker_name) if route else None
+        addr = route.read_addr_of(mq.broker_name) if route else None
         if not addr:
             raise MQClientError(-1, f"no broker address for {mq}")
         return addr

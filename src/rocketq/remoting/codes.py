@@ -44,6 +44,7 @@ class RequestCode(IntEnum):
     CHECK_TRANSACTION_STATE = 39          # broker -> producer, oneway
     NOTIFY_CONSUMER_IDS_CHANGED = 40      # broker -> consumer, oneway
     LOCK_BATCH_MQ = 41
+    GET_ALL_CONSUMER_OFFSET = 43
     UNLOCK_BATCH_MQ = 42
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201

@@ -61,6 +61,8 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "brokerFastFailureEnable": ("fast_failure", None), "waitTimeMillsInSendQueue": ("wait_in_send_queue_ms", None),
     "sendThreadPoolQueueCapacity": ("send_queue_capacity", None),
     "aclEnable": ("acl_enable", None), "aclFile": ("acl_file", None),
+    "brokerRole": ("broker_role", None), "haListenPort": ("ha_listen_port", None),
+    "haMasterAddress": ("ha_master_address", None),
     "tls.enable": ("tls_enable", None), "tls.client.trustCertPath": ("tls_trust_cert_path", None),
 }
 # TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
@@ -68,11 +70,10 @@ _TLS_KEYS = {"tlsMode": "mode", "tls.server.mode": "mode", "tls.server.certPath"
              "tls.server.keyPath": "key_path", "tls.server.trustCertPath": "trust_cert_path",
              "tls.server.need.client.auth": "need_client_auth"}
 _SERVER_KEYS = {"namesrvListenPort": "namesrv_port", "grpcServerPort": "grpc_port"}
-_SUPPORTED_ROLES = ("ASYNC_MASTER",)
 
 # RocketMQ keys that load without error but change nothing here (said in a warning)
 IGNORED_ROCKETMQ_KEYS = frozenset({
-    "brokerIP2", "haListenPort", "haMasterAddress", "brokerPermission", "sendMessageThreadPoolNums",
+    "brokerIP2", "brokerPermission", "sendMessageThreadPoolNums",
     "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "slaveReadEnable", "traceTopicEnable",
     "autoCreateSubscriptionGroup", "rejectTransactionMessage", "enableDLegerCommitLog",
     "storePathCommitLog", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile",
@@ -88,7 +89,7 @@ def _broker_fields() -> dict[str, str]:
 
 
 def known_keys() -> set[str]:
-    return (set(_BROKER_KEYS) | set(_SERVER_KEYS) | set(_TLS_KEYS) | {"brokerRole"} | set(StoreConfig.ROCKETMQ_KEYS)
+    return (set(_BROKER_KEYS) | set(_SERVER_KEYS) | set(_TLS_KEYS) | set(StoreConfig.ROCKETMQ_KEYS)
             | {f.name for f in dataclasses.fields(StoreConfig)} | IGNORED_ROCKETMQ_KEYS)
 
 
@@ -169,9 +170,6 @@ def build(entries: list[tuple[str, object, str]]) -> ServerConfig:
                 tls_kw[_TLS_KEYS[key]] = TlsMode.parse(value) if _TLS_KEYS[key] == "mode" else str(value)
             elif key in _SERVER_KEYS:
                 server_kw[_SERVER_KEYS[key]] = int(value)
-            elif key == "brokerRole":
-                if str(value) not in _SUPPORTED_ROLES:
-                    raise ValueError(f"brokerRole {value} is not supported yet (only {', '.join(_SUPPORTED_ROLES)})")
             elif key in IGNORED_ROCKETMQ_KEYS:
                 warnings.append(f"{where}: {key} is a RocketMQ setting rocketq does not use; ignored")
             else:

@@ -53,6 +53,7 @@ class StoreConfig:
     max_message_size: int = 4 * 1024 * 1024
     warm_mapped_file_enable: bool = False
     store_host: str = "127.0.0.1:10911"
+    broker_role: str = "ASYNC_MASTER"           # ASYNC_MASTER | SYNC_MASTER | SLAVE (a slave never re-puts)
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     check_crc_on_recover: bool = True
     file_reserved_time_hours: int = 72
@@ -77,6 +78,8 @@ class StoreConfig:
         if self.transient_store_pool_enable and self.flush_disk_type == SYNC_FLUSH:
             raise ValueError("transientStorePoolEnable works only with ASYNC_FLUSH, as in RocketMQ")
         parse_delay_levels(self.message_delay_level)
+        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+            raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}")
 
     @property
     def delay_levels_ms(self) -> list[int]:
@@ -104,7 +107,7 @@ class StoreConfig:
         "maxIndexNum": "index_max_entries", "messageDelayLevel": "message_delay_level",
         "checkCRCOnRecover": "check_crc_on_recover", "fileReservedTime": "file_reserved_time_hours",
         "deleteWhen": "delete_when", "diskMaxUsedSpaceRatio": "disk_max_used_space_ratio",
-        "cleanResourceInterval": "clean_resource_interval_ms",
+        "cleanResourceInterval": "clean_resource_interval_ms", "brokerRole": "broker_role",
     }
 
     @classmethod

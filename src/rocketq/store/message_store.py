@@ -202,7 +202,8 @@ class MessageStore:
             if svc is not None:
                 svc.start()
         self._logics_thread.start()
-        self.schedule.start()
+        if self.config.broker_role != "SLAVE":      # delayed messages are re-put by the master only
+            self.schedule.start()
         self.cleaner.start()
 
     def shutdown(self) -> None:
@@ -361,6 +362,33 @@ class MessageStore:
         except OSError:
             pass
         return len(doomed)
+
+    def append_replicated(self, offset: int, data) -> int:
+        """A slave's append: *data* are the master's CommitLog bytes from *offset*, which must be this
+        log's end.  They are written as they are (same segment size, so records, blanks and segment
+        boundaries land where they are on the master), then dispatched to queues and index.
+        Returns the new end; raises ValueError when *offset* is not the end."""
+        cl = self.commitlog
+        with cl.put_lock:
+            end = cl.max_offset()
+            if offset != end and not (end == 0 and not cl.files.files):
+                raise ValueError(f"replicated bytes start at {offset}, this CommitLog ends at {end}")
+            view, pos = memoryview(data), offset
+            while view:
+                mf = cl.files.last_for_append(pos)
+                if mf.file_from_offset + mf.wrote != pos:
+                    raise ValueError(f"replicated bytes at {pos} do not continue segment {mf.path.name}")
+                n = min(len(view), cl.file_size - mf.wrote)
+                mf.append(view[:n])
+                view, pos = view[n:], pos + n
+        redispatch(cl.files, offset, pos, self.dispatcher.dispatch_now)
+        return pos
+
+    def reset_queue_offsets(self) -> None:
+        """Next queue offsets from the consume queues (a slave taking over writes)."""
+        with self.commitlog.put_lock:
+            for key, cq in list(self._queues.items()):
+                self.commitlog.queue_offsets[key] = cq.max_offset()
 
     def _queue_for_dispatch(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self._queues.get((topic, queue_id))

@@ -1,0 +1,188 @@
+"""Replication of the CommitLog from a master to its slaves (RocketMQ's HAService), over asyncio.
+
+The wire, on a TCP connection the slave opens to the master's ``haListenPort`` (big-endian)::
+
+    slave  -> master   int64 slave's CommitLog end            (on connect, after every chunk it
+                                                                 wrote, and every second when idle)
+    master -> slave    int64 offset | int32 size | size bytes  (the master's CommitLog bytes from
+                                                                 offset; size 0 is a heartbeat)
+
+The master starts a slave at the offset it reports (at the master's first segment when the slave
+is empty) and streams the log in chunks of up to ``MAX_CHUNK`` bytes, never crossing a segment, as
+new bytes arrive.  The slave writes them with :meth:`MessageStore.append_replicated` - same bytes,
+same offsets, so message ids and queue offsets are equal on both - and dispatches them to its own
+consume queues and index.  A chunk that does not start at the slave's end (a divergent or stale
+slave) closes the connection with an error naming both offsets; the slave reconnects and reports
+its real end.
+
+``SYNC_MASTER``: a send is acknowledged only when some slave has reported an end past it
+(:meth:`HAMaster.wait_replicated`, bounded by ``syncFlushTimeout``): FLUSH_SLAVE_TIMEOUT when it
+does not come in time, SLAVE_NOT_AVAILABLE when no slave is connected or the best one is more than
+``HA_MAX_GAP`` bytes behind, as in RocketMQ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+
+log = logging.getLogger(__name__)
+
+MAX_CHUNK = 1 << 20
+HA_MAX_GAP = 256 << 20                  # haMaxGapNotInSync
+REPORT_INTERVAL_S = 1.0
+HEARTBEAT_INTERVAL_S = 5.0
+IDLE_TIMEOUT_S = 20.0                   # no report from a slave for this long: drop it
+_HEAD = struct.Struct(">qi")
+_OFFSET = struct.Struct(">q")
+
+
+class HAMaster:
+    def __init__(self, store, host: str, port: int):
+        self.store, self.host, self.port = store, host, port
+        self._server: asyncio.AbstractServer | None = None
+        self._new_data = asyncio.Event()
+        self._acked = asyncio.Condition()
+        self.slaves: dict[str, int] = {}            # peer -> its reported end
+
+    async def start(self) -> HAMaster:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("HA master listening on %s:%d", self.host, self.port)
+        return self
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+
+    @property
+    def best_slave_offset(self) -> int:
+        return max(self.slaves.values(), default=-1)
+
+    def notify(self) -> None:
+        """New bytes in the CommitLog (called on the loop after every put)."""
+        self._new_data.set()
+
+    async def wait_replicated(self, end_offset: int, timeout_s: float) -> str:
+        """"ok" once a slave has everything before *end_offset*; else "timeout" or "no_slave"."""
+        if not self.slaves or self.store.max_physical_offset() - self.best_slave_offset > HA_MAX_GAP:
+            return "no_slave"
+        self.notify()
+        try:
+            async with self._acked:
+                await asyncio.wait_for(self._acked.wait_for(lambda: self.best_slave_offset >= end_offset), timeout_s)
+        except TimeoutError:
+            return "timeout"
+        return "ok"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = "%s:%s" % writer.get_extra_info("peername")[:2]
+        try:
+            first = _OFFSET.unpack(await asyncio.wait_for(reader.readexactly(8), IDLE_TIMEOUT_S))[0]
+            await self._acknowledge(peer, first)
+            log.info("slave %s connected, its CommitLog ends at %d", peer, first)
+            sender = asyncio.create_task(self._send_loop(writer, max(first, self.store.min_physical_offset())))
+            try:
+                while True:
+                    data = await asyncio.wait_for(reader.readexactly(8), IDLE_TIMEOUT_S)
+                    await self._acknowledge(peer, _OFFSET.unpack(data)[0])
+                    if sender.done():
+                        break
+            finally:
+                sender.cancel()
+                await asyncio.gather(sender, return_exceptions=True)
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError) as exc:
+            log.info("slave %s gone: %s", peer, type(exc).__name__)
+        finally:
+            self.slaves.pop(peer, None)
+            writer.close()
+
+    async def _acknowledge(self, peer: str, offset: int) -> None:
+        self.slaves[peer] = offset
+        async with self._acked:
+            self._acked.notify_all()
+
+    async def _send_loop(self, writer: asyncio.StreamWriter, offset: int) -> None:
+        cl = self.store.commitlog
+        while True:
+            end = cl.max_offset()
+            if offset >= end:
+                self._new_data.clear()
+                if cl.max_offset() <= offset:
+                    try:
+                        await asyncio.wait_for(self._new_data.wait(), HEARTBEAT_INTERVAL_S)
+                    except TimeoutError:
+                        writer.write(_HEAD.pack(offset, 0))
+                        await writer.drain()
+                continue
+            seg_end = offset - offset % cl.file_size + cl.file_size
+            size = min(end, seg_end, offset + MAX_CHUNK) - offset
+            data = cl.read(offset, size)
+            if data is None:
+                raise ConnectionError(f"CommitLog bytes at {offset} are gone (expired?)")
+            writer.write(_HEAD.pack(offset, size) + data)
+            await writer.drain()
+            offset += size
+
+
+class HASlave:
+    """Keeps a connection to the master's HA port and appends what it streams."""
+
+    def __init__(self, store, master_addr, on_data=None):
+        self.store = store
+        self._master_addr = master_addr if callable(master_addr) else (lambda: master_addr)
+        self.host, self.port = "?", 0
+        self._on_data = on_data
+        self._task: asyncio.Task | None = None
+        self.connected = False
+
+    def start(self) -> HASlave:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._session()
+            except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
+                log.info("HA connection to master %s:%d: %s; reconnecting", self.host, self.port, exc)
+            self.connected = False
+            await asyncio.sleep(1.0)
+
+    async def _session(self) -> None:
+        addr = self._master_addr()
+        if not addr:
+            raise ConnectionError("the master's HA address is not known yet (haMasterAddress or a NameServer)")
+        host, _, port = addr.rpartition(":")
+        self.host, self.port = host, int(port)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 5)
+        self.connected = True
+        try:
+            writer.write(_OFFSET.pack(self.store.max_physical_offset()))
+            await writer.drain()
+            while True:
+                try:
+                    head = await asyncio.wait_for(reader.readexactly(_HEAD.size), REPORT_INTERVAL_S)
+                except TimeoutError:
+                    writer.write(_OFFSET.pack(self.store.max_physical_offset()))
+                    await writer.drain()
+                    continue
+                offset, size = _HEAD.unpack(head)
+                if size:
+                    data = await asyncio.wait_for(reader.readexactly(size), IDLE_TIMEOUT_S)
+                    await asyncio.to_thread(self.store.append_replicated, offset, data)
+                    if self._on_data is not None:
+                        self._on_data()
+                writer.write(_OFFSET.pack(self.store.max_physical_offset()))
+                await writer.drain()
+        finally:
+            writer.close()

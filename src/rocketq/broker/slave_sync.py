@@ -1,0 +1,79 @@
+"""What a slave copies from its master besides the CommitLog (RocketMQ's SlaveSynchronize):
+topic config, subscription groups and consumer offsets, every ``SYNC_INTERVAL_S`` (10 s), over the
+master's ordinary remoting port (GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+GET_ALL_CONSUMER_OFFSET).  The master's address comes from the NameServers' answer to the slave's
+registration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+
+from rocketq.broker.subscription_groups import SubscriptionGroupConfig
+from rocketq.broker.topic_config import TopicConfig
+from rocketq.common import fastjson
+from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+
+log = logging.getLogger(__name__)
+
+SYNC_INTERVAL_S = 10.0
+
+
+class SlaveSync:
+    def __init__(self, broker, master_addr):
+        self._broker, self._master_addr = broker, master_addr     # master_addr: () -> "host:port" | None
+        self._client: RemotingClient | None = None
+        self._task: asyncio.Task | None = None
+        self.rounds = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._client is not None:
+            await self._client.close()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.sync_once()
+            except Exception as exc:              # master away: keep serving what we have
+                log.info("slave sync from master failed: %s", exc)
+            await asyncio.sleep(SYNC_INTERVAL_S if self.rounds else 1.0)
+
+    async def _ask(self, code: int) -> bytes:
+        addr = self._master_addr()
+        if not addr:
+            raise ConnectionError("master address not known yet")
+        if self._client is None or self._client.address != addr:
+            if self._client is not None:
+                await self._client.close()
+            host, _, port = addr.rpartition(":")
+            self._client = RemotingClient(host, int(port), ssl_context=self._broker.client_ssl_context())
+        r = await self._client.invoke(RemotingCommand.create_request(code, {}), timeout_s=5)
+        if r.code != ResponseCode.SUCCESS:
+            raise ConnectionError(f"master answered {r.code}: {r.remark}")
+        return r.body
+
+    async def sync_once(self) -> None:
+        b = self._broker
+        topics = fastjson.loads(await self._ask(RequestCode.GET_ALL_TOPIC_CONFIG)).get("topicConfigTable") or {}
+        for name, raw in topics.items():
+            tc = TopicConfig.from_json(dict(raw, topicName=name))
+            if b.topics.get(name) != tc:
+                with contextlib.suppress(ValueError):
+                    b.topics.update(tc)
+        groups = json.loads(await self._ask(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+        for name, raw in (groups.get("subscriptionGroupTable") or {}).items():
+            cfg = SubscriptionGroupConfig.from_json(dict(raw, groupName=name))
+            if b.groups.get(name) != cfg:
+                b.groups.update(cfg)
+        offsets = fastjson.loads(await self._ask(RequestCode.GET_ALL_CONSUMER_OFFSET)).get("offsetTable") or {}
+        b.offsets.replace_all({k: {int(q): int(o) for q, o in v.items()} for k, v in offsets.items()})
+        self.rounds += 1
