@@ -112,18 +112,16 @@ async def _drain(namesrv: str, topic: str, n: int) -> float:
                          pull_batch_size=256, buffer_batches=256)
     c.subscribe(topic)
     await c.start()
-    got, t0, last = 0, None, None
+    got, t0 = 0, time.perf_counter()                 # from a started consumer (queues assigned) to the last batch
+    last = t0
     deadline = time.monotonic() + 600
     while got < n and time.monotonic() < deadline:
         msgs = await c.poll(2.0, max_messages=8192)
-        if not msgs and t0 is not None:
+        if not msgs and got:
             break                                    # idle for 2 s after data: everything is read
-        if msgs and t0 is None:                      # the clock starts after the first batch
-            t0 = last = time.perf_counter()
-            continue
         got += len(msgs)
         last = time.perf_counter()
-    rate = got / (last - t0) if t0 and last > t0 else 0.0
+    rate = got / (last - t0) if last > t0 else 0.0
     await c.shutdown()
     return rate
 

@@ -1,0 +1,43 @@
+"""``rocketq bench broker``: issue 3's numbers (see :mod:`rocketq.bench.broker_bench`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from rocketq.cli.bench_cmd import bench
+from rocketq.cli.ui import err, out, step_progress
+
+
+@bench.command("broker")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Runs of each scenario.")
+@click.option("--quick", is_flag=True, help="A tenth of the message counts, for a smoke run.")
+@click.option("--backlog", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
+              help="Messages in the backlog the drain scenario reads.")
+@click.option("--dir", "directory", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Create the temporary stores under this directory.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the results as JSON to this file.")
+def bench_broker(runs: int, quick: bool, backlog: int, directory: Path | None, json_out: Path | None) -> None:
+    """Start `rocketq serve` and measure sends, batches, a backlog drain, end-to-end latency, SYNC_FLUSH."""
+    from rocketq.bench.broker_bench import run_broker_bench
+    bar, task = step_progress(None, "starting")
+    with bar:
+        report = run_broker_bench(runs=runs, quick=quick, backlog=backlog, directory=directory,
+                                  progress=lambda label: bar.update(task, description=label))
+    table = Table(title=f"rocketq broker, {runs} run(s) (min / median / max)")
+    for col in ("scenario", "target", "msgs/s", "p50 ms", "p99 ms"):
+        table.add_column(col)
+
+    def fmt(values, spec):
+        return " / ".join(format(v, spec) for v in values) if values else "-"
+    for s in report["scenarios"]:
+        table.add_row(s["name"], s["target"], fmt(s["msgs_per_s"], ",.0f"), fmt(s["p50_ms"], ".3f"),
+                      fmt(s["p99_ms"], ".3f"))
+    out().print(table)
+    if json_out is not None:
+        json_out.write_text(json.dumps(report, indent=2))
+        err().print(f"results written to {json_out}")
