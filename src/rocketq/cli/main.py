@@ -6,6 +6,8 @@
 * ``rocketq serve``   - :mod:`rocketq.cli.serve_cmd`, NameServer + broker (+ gRPC) in one process
 * ``rocketq broker``  - :mod:`rocketq.cli.serve_cmd`, a broker alone
 * ``rocketq namesrv`` - :mod:`rocketq.namesrv.cli`, a NameServer alone
+* ``rocketq send|consume`` - :mod:`rocketq.cli.messaging`; ``topic|group|cluster|message`` -
+  :mod:`rocketq.cli.admin_cmds`
 
 Errors are one line on stderr and exit code 1 (``-v`` shows the traceback); Ctrl-C outside a
 command that handles it exits with 130.
@@ -109,6 +111,10 @@ def _register() -> None:
     cli.add_command(serve)
     cli.add_command(broker)
     cli.add_command(namesrv)
+    from rocketq.cli.admin_cmds import cluster, group, message, topic
+    from rocketq.cli.messaging import consume, send
+    for command in (send, consume, topic, group, cluster, message):
+        cli.add_command(command)
 
 
 _register()

@@ -35,6 +35,7 @@ class LitePullConsumer(ConsumerBase):
         self._generation: dict[MessageQueue, int] = {}
         self._seek_to: dict[MessageQueue, int] = {}
         self._assigned_manually = False
+        self._carry: list = []            # the rest of a batch a poll did not take (max_messages)
 
     async def assign(self, queues: list[MessageQueue], expression: str = "*") -> None:
         """Read exactly these queues (no rebalancing)."""
@@ -97,16 +98,27 @@ class LitePullConsumer(ConsumerBase):
     async def poll(self, timeout_s: float = 1.0, max_messages: int = 1024) -> list:
         """Messages pulled since the last poll (waits up to *timeout_s* for the first)."""
         out: list = []
-        try:
-            first = await asyncio.wait_for(self._buffer.get(), timeout_s)
-        except TimeoutError:
-            return out
-        batches = [first]
+        batches, self._carry = self._carry, []
+        if not batches:
+            try:
+                batches.append(await asyncio.wait_for(self._buffer.get(), timeout_s))
+            except TimeoutError:
+                return out
         while not self._buffer.empty() and sum(len(b[2]) for b in batches) < max_messages:
             batches.append(self._buffer.get_nowait())
-        for mq, generation, msgs, next_offset in batches:
+        for i, (mq, generation, msgs, next_offset) in enumerate(batches):
             if self._generation.get(mq) != generation or mq not in self.assigned:
                 continue                                  # seeked or taken away meanwhile
+            room = max_messages - len(out)
+            if room <= 0:
+                self._carry.extend(batches[i:])
+                break
+            if len(msgs) > room:                          # take part; the rest waits for the next poll
+                out.extend(msgs[:room])
+                self.offsets.update(mq, msgs[room].queue_offset)
+                self._carry.append((mq, generation, msgs[room:], next_offset))
+                self._carry.extend(batches[i + 1:])
+                break
             out.extend(msgs)
             self.offsets.update(mq, next_offset)
         return out
