@@ -20,7 +20,15 @@ import contextlib
 import logging
 
 from rocketq.client.instance import ClientInstance
-from rocketq.client.model import ConsumeFrom, Credentials, MessageModel, MessageQueue, MQClientError
+from rocketq.client.model import (
+    ConsumeFrom,
+    Credentials,
+    MessageModel,
+    MessageQueue,
+    MQClientError,
+    PullResult,
+    PullStatus,
+)
 from rocketq.client.offset_store import LocalOffsetStore, RemoteOffsetStore
 from rocketq.common.javahash import tag_hash
 from rocketq.common.sysflag import RETRY_GROUP_TOPIC_PREFIX
@@ -31,6 +39,7 @@ log = logging.getLogger("rocketq.client")
 REBALANCE_INTERVAL_S = 20.0
 PERSIST_INTERVAL_S = 5.0
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PULL_ERROR_BACKOFF_S = 1.0
 
 
 def allocate_average(queues: list[MessageQueue], clients: list[str], me: str) -> list[MessageQueue]:
@@ -199,12 +208,31 @@ class ConsumerBase:
     # -- offsets -----------------------------------------------------------------------------
 
     async def broker_addr(self, mq: MessageQueue) -> str:
-        """The queue's master, or a slave of it while the master is away (reads keep going)."""
-        route = await self.instance.route(mq.topic)
-        addr = route.read_addr_of(mq.broker_name) if route else None
-        if not addr:
-            raise MQClientError(-1, f"no broker address for {mq}")
-        return addr
+        return await self.instance.read_addr(mq)
+
+    async def pull_once(self, mq: MessageQueue, offset: int | None, expression: str, tags: set[str] | None,
+                        suspend_ms: int) -> tuple[int | None, PullResult | None, list]:
+        """One pull from *offset* (the start offset when None): (next offset, result, messages that
+        match *tags*, their topics restored).  On an error it logs, forgets the route, waits a
+        second and returns (offset, None, [])."""
+        try:
+            if offset is None:
+                offset = await self.start_offset(mq)
+            result = await self.instance.api.pull(await self.broker_addr(mq), mq, self.group, offset,
+                                                  max_nums=self.pull_batch_size, expression=expression,
+                                                  suspend_ms=suspend_ms)
+        except MQClientError as exc:
+            log.info("pull from %s failed, retrying: %s", mq, exc)
+            self.instance.forget_route(mq.topic)
+            await asyncio.sleep(PULL_ERROR_BACKOFF_S)
+            return offset, None, []
+        if result.status == PullStatus.OFFSET_ILLEGAL:
+            log.warning("offset %d of %s is illegal; moving to %d", offset, mq, result.next_begin_offset)
+            self.offsets.update(mq, result.next_begin_offset)
+        msgs = [m for m in result.messages if tags is None or m.tags in tags]
+        for m in msgs:
+            restore_retry_topic(m)
+        return result.next_begin_offset, result, msgs
 
     async def start_offset(self, mq: MessageQueue) -> int:
         stored = await self.offsets.read(mq)

@@ -64,6 +64,14 @@ class ClientInstance:
         self._routes[topic] = (route, time.monotonic())
         return route
 
+    async def read_addr(self, mq) -> str:
+        """Where to read *mq* (and keep its offsets): the master, or a slave while the master is away."""
+        route = await self.route(mq.topic)
+        addr = route.read_addr_of(mq.broker_name) if route else None
+        if not addr:
+            raise MQClientError(-1, f"no broker address for {mq}")
+        return addr
+
     def forget_route(self, topic: str) -> None:
         self._routes.pop(topic, None)
 

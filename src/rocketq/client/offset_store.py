@@ -34,15 +34,7 @@ class RemoteOffsetStore:
 
     async def read(self, mq: MessageQueue) -> int:
         """The committed offset from the broker, or -1 when the group has none for this queue."""
-        addr = await self._addr(mq)
-        return await self._instance.api.query_offset(addr, self._group, mq)
-
-    async def _addr(self, mq: MessageQueue) -> str:
-        route = await self._instance.route(mq.topic)
-        addr = route.read_addr_of(mq.broker_name) if route else None
-        if not addr:
-            raise MQClientError(-1, f"no broker address for {mq}")
-        return addr
+        return await self._instance.api.query_offset(await self._instance.read_addr(mq), self._group, mq)
 
     async def persist(self, queues=None) -> None:
         for mq in list(queues if queues is not None else self.table):
@@ -50,7 +42,7 @@ class RemoteOffsetStore:
             if offset is None or self._committed.get(mq) == offset:
                 continue
             try:
-                await self._instance.api.update_offset(await self._addr(mq), self._group, mq, offset)
+                await self._instance.api.update_offset(await self._instance.read_addr(mq), self._group, mq, offset)
                 self._committed[mq] = offset
             except MQClientError as exc:
                 log.info("offset commit for %s failed (kept for the next round): %s", mq, exc)

@@ -14,13 +14,12 @@ import asyncio
 import contextlib
 import logging
 
-from rocketq.client.consumer import ConsumerBase, parse_expression, restore_retry_topic
+from rocketq.client.consumer import ConsumerBase, parse_expression
 from rocketq.client.model import MessageQueue, MQClientError, PullStatus
 
 log = logging.getLogger("rocketq.client")
 
 PULL_SUSPEND_MS = 5_000
-PULL_ERROR_BACKOFF_S = 1.0
 
 
 class LitePullConsumer(ConsumerBase):
@@ -127,24 +126,8 @@ class LitePullConsumer(ConsumerBase):
         tags = parse_expression(expression)
         offset = self._seek_to.pop(mq, None)
         while True:
-            try:
-                if offset is None:
-                    offset = await self.start_offset(mq)
-                addr = await self.broker_addr(mq)
-                result = await self.instance.api.pull(addr, mq, self.group, offset, max_nums=self.pull_batch_size,
-                                                      expression=expression, suspend_ms=PULL_SUSPEND_MS)
-            except MQClientError as exc:
-                log.info("pull from %s failed, retrying: %s", mq, exc)
-                self.instance.forget_route(mq.topic)
-                await asyncio.sleep(PULL_ERROR_BACKOFF_S)
-                continue
-            if result.status == PullStatus.OFFSET_ILLEGAL:
-                log.warning("offset %d of %s is illegal; moving to %d", offset, mq, result.next_begin_offset)
-            offset = result.next_begin_offset
-            msgs = [m for m in result.messages if tags is None or m.tags in tags]
-            for m in msgs:
-                restore_retry_topic(m)
-            if msgs or result.status in (PullStatus.FOUND, PullStatus.OFFSET_ILLEGAL):
+            offset, result, msgs = await self.pull_once(mq, offset, expression, tags, PULL_SUSPEND_MS)
+            if result is not None and (msgs or result.status in (PullStatus.FOUND, PullStatus.OFFSET_ILLEGAL)):
                 await self._buffer.put((mq, generation, msgs, offset))
 
     async def shutdown(self) -> None:

@@ -26,14 +26,13 @@ import inspect
 import logging
 from collections.abc import Callable
 
-from rocketq.client.consumer import ConsumerBase, parse_expression, restore_retry_topic
+from rocketq.client.consumer import PULL_ERROR_BACKOFF_S, ConsumerBase, parse_expression
 from rocketq.client.model import ConsumeResult, MessageModel, MessageQueue, MQClientError, PullStatus
 
 log = logging.getLogger("rocketq.client")
 
 PULL_SUSPEND_MS = 15_000
 QUEUE_CACHE_MAX = 1000
-PULL_ERROR_BACKOFF_S = 1.0
 SEND_BACK_RETRY_S = 5.0
 SUSPEND_S = 1.0
 LOCK_RENEW_S = 20.0
@@ -139,33 +138,18 @@ class PushConsumer(ConsumerBase):
         tags = parse_expression(expression)
         offset = None
         while not pq.dropped:
-            try:
-                if offset is None:
-                    offset = await self.start_offset(mq)
-                if self.orderly and self.model == MessageModel.CLUSTERING and not pq.locked:
-                    await self._lock_all()
-                    if not pq.locked:
-                        await asyncio.sleep(PULL_ERROR_BACKOFF_S)
-                        continue
-                if len(pq) >= QUEUE_CACHE_MAX:
-                    await asyncio.sleep(0.05)
+            if self.orderly and self.model == MessageModel.CLUSTERING and not pq.locked:
+                await self._lock_all()
+                if not pq.locked:
+                    await asyncio.sleep(PULL_ERROR_BACKOFF_S)
                     continue
-                addr = await self.broker_addr(mq)
-                result = await self.instance.api.pull(addr, mq, self.group, offset, max_nums=self.pull_batch_size,
-                                                      expression=expression, suspend_ms=PULL_SUSPEND_MS)
-            except MQClientError as exc:
-                log.info("pull from %s failed, retrying: %s", mq, exc)
-                self.instance.forget_route(mq.topic)
-                await asyncio.sleep(PULL_ERROR_BACKOFF_S)
+            if len(pq) >= QUEUE_CACHE_MAX:
+                await asyncio.sleep(0.05)
                 continue
-            if result.status == PullStatus.OFFSET_ILLEGAL:
-                log.warning("offset %d of %s is illegal; moving to %d", offset, mq, result.next_begin_offset)
-                self.offsets.update(mq, result.next_begin_offset)
-            offset = result.next_begin_offset
-            msgs = [m for m in result.messages if tags is None or m.tags in tags]
+            offset, result, msgs = await self.pull_once(mq, offset, expression, tags, PULL_SUSPEND_MS)
+            if result is None:
+                continue
             if msgs:
-                for m in msgs:
-                    restore_retry_topic(m)
                 pq.add(msgs)
                 self._dispatch(mq, pq, msgs)
             elif result.status == PullStatus.FOUND and not pq.msgs:

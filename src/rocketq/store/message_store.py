@@ -40,6 +40,7 @@ from rocketq.store.reads import QueueReader
 from rocketq.store.record import MAGIC_V1, MAGIC_V2, StoredMessage, header_struct
 
 MIN_RECORD_BYTES = header_struct(False, False).size + 3
+from rocketq.store.maintenance import StoreMaintenance
 from rocketq.store.recovery import RecoveryReport, recover_commitlog, redispatch
 from rocketq.store.results import BatchPutResult, GetMessageResult, PutError, PutMessageResult, PutStatus
 from rocketq.store.schedule import ScheduleService
@@ -49,7 +50,7 @@ from rocketq.store.transient_pool import TransientStorePool
 log = logging.getLogger(__name__)
 
 
-class MessageStore:
+class MessageStore(StoreMaintenance):
     def __init__(self, config: StoreConfig | None = None, *, clock=time.time, reserve=None):
         self.config = config or StoreConfig()
         self.paths = StorePaths(self.config.store_path)
@@ -345,51 +346,6 @@ class MessageStore:
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self._queues.get((topic, queue_id))
 
-    def delete_topic(self, topic: str) -> int:
-        """Forget *topic*: its consume queues (files deleted) and its next-offset entries (RocketMQ's
-        ``deleteTopics``).  Its records stay in the CommitLog until they expire, unreachable.
-        Returns how many queues were removed."""
-        with self._queues_lock:
-            doomed = [self._queues.pop(key) for key in [k for k in self._queues if k[0] == topic]]
-            self._dirty_queues.difference_update(doomed)
-        with self.commitlog.put_lock:
-            for key in [k for k in self.commitlog.queue_offsets if k[0] == topic]:
-                del self.commitlog.queue_offsets[key]
-        for cq in doomed:
-            cq.destroy()
-        try:
-            (self.paths.consumequeue / topic).rmdir()
-        except OSError:
-            pass
-        return len(doomed)
-
-    def append_replicated(self, offset: int, data) -> int:
-        """A slave's append: *data* are the master's CommitLog bytes from *offset*, which must be this
-        log's end.  They are written as they are (same segment size, so records, blanks and segment
-        boundaries land where they are on the master), then dispatched to queues and index.
-        Returns the new end; raises ValueError when *offset* is not the end."""
-        cl = self.commitlog
-        with cl.put_lock:
-            end = cl.max_offset()
-            if offset != end and not (end == 0 and not cl.files.files):
-                raise ValueError(f"replicated bytes start at {offset}, this CommitLog ends at {end}")
-            view, pos = memoryview(data), offset
-            while view:
-                mf = cl.files.last_for_append(pos)
-                if mf.file_from_offset + mf.wrote != pos:
-                    raise ValueError(f"replicated bytes at {pos} do not continue segment {mf.path.name}")
-                n = min(len(view), cl.file_size - mf.wrote)
-                mf.append(view[:n])
-                view, pos = view[n:], pos + n
-        redispatch(cl.files, offset, pos, self.dispatcher.dispatch_now)
-        return pos
-
-    def reset_queue_offsets(self) -> None:
-        """Next queue offsets from the consume queues (a slave taking over writes)."""
-        with self.commitlog.put_lock:
-            for key, cq in list(self._queues.items()):
-                self.commitlog.queue_offsets[key] = cq.max_offset()
-
     def _queue_for_dispatch(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self._queues.get((topic, queue_id))
         if cq is None:
@@ -492,31 +448,6 @@ class MessageStore:
         if unit is None or unit[1] == BLANK_SIZE:
             return -1
         return self.commitlog.store_time_of(unit[0], unit[1]) or -1
-
-    # -- figures for runtime stats -------------------------------------------------------------
-
-    def min_physical_offset(self) -> int:
-        return self.commitlog.min_offset()
-
-    def max_physical_offset(self) -> int:
-        return self.commitlog.max_offset()
-
-    def dispatch_behind_bytes(self) -> int:
-        return max(0, self.commitlog.max_offset() - self.dispatcher.dispatched_offset)
-
-    def dispatch_backlog(self) -> tuple[int, int]:
-        """(messages appended but not yet dispatched, the limit at which producers are held)."""
-        return self.dispatcher.lag_messages, self.config.dispatch_queue_max_messages
-
-    def earliest_physical_time(self) -> int:
-        """Store time of the oldest record in the CommitLog, or -1 when it is empty."""
-        lo = self.commitlog.min_offset()
-        m = self.read_message(lo) if lo < self.commitlog.max_offset() else None
-        return m.store_timestamp if m is not None else -1
-
-    def disk_used_ratio(self) -> float:
-        """Used fraction (0..1) of the file system holding the CommitLog."""
-        return self.cleaner.disk_used_ratio() / 100
 
     def msg_id(self, physical_offset: int) -> str:
         return offset_msg_id(self.store_host, physical_offset)

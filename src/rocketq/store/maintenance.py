@@ -1,0 +1,80 @@
+"""The store's maintenance and figures (part of :class:`MessageStore`, kept apart to keep files small):
+topic deletion, a slave's replicated appends, and the numbers the broker's runtime stats show."""
+
+from __future__ import annotations
+
+from rocketq.store.recovery import redispatch
+
+
+class StoreMaintenance:
+    """Mixed into MessageStore; uses its commitlog, queues, dispatcher, cleaner and paths."""
+
+    def delete_topic(self, topic: str) -> int:
+        """Forget *topic*: its consume queues (files deleted) and its next-offset entries (RocketMQ's
+        ``deleteTopics``).  Its records stay in the CommitLog until they expire, unreachable.
+        Returns how many queues were removed."""
+        with self._queues_lock:
+            doomed = [self._queues.pop(key) for key in [k for k in self._queues if k[0] == topic]]
+            self._dirty_queues.difference_update(doomed)
+        with self.commitlog.put_lock:
+            for key in [k for k in self.commitlog.queue_offsets if k[0] == topic]:
+                del self.commitlog.queue_offsets[key]
+        for cq in doomed:
+            cq.destroy()
+        try:
+            (self.paths.consumequeue / topic).rmdir()
+        except OSError:
+            pass
+        return len(doomed)
+
+    def append_replicated(self, offset: int, data) -> int:
+        """A slave's append: *data* are the master's CommitLog bytes from *offset*, which must be this
+        log's end.  They are written as they are (same segment size, so records, blanks and segment
+        boundaries land where they are on the master), then dispatched to queues and index.
+        Returns the new end; raises ValueError when *offset* is not the end."""
+        cl = self.commitlog
+        with cl.put_lock:
+            end = cl.max_offset()
+            if offset != end and not (end == 0 and not cl.files.files):
+                raise ValueError(f"replicated bytes start at {offset}, this CommitLog ends at {end}")
+            view, pos = memoryview(data), offset
+            while view:
+                mf = cl.files.last_for_append(pos)
+                if mf.file_from_offset + mf.wrote != pos:
+                    raise ValueError(f"replicated bytes at {pos} do not continue segment {mf.path.name}")
+                n = min(len(view), cl.file_size - mf.wrote)
+                mf.append(view[:n])
+                view, pos = view[n:], pos + n
+        redispatch(cl.files, offset, pos, self.dispatcher.dispatch_now)
+        return pos
+
+    def reset_queue_offsets(self) -> None:
+        """Next queue offsets from the consume queues (a slave taking over writes)."""
+        with self.commitlog.put_lock:
+            for key, cq in list(self._queues.items()):
+                self.commitlog.queue_offsets[key] = cq.max_offset()
+
+    # -- figures for runtime stats -------------------------------------------------------------
+
+    def min_physical_offset(self) -> int:
+        return self.commitlog.min_offset()
+
+    def max_physical_offset(self) -> int:
+        return self.commitlog.max_offset()
+
+    def dispatch_behind_bytes(self) -> int:
+        return max(0, self.commitlog.max_offset() - self.dispatcher.dispatched_offset)
+
+    def dispatch_backlog(self) -> tuple[int, int]:
+        """(messages appended but not yet dispatched, the limit at which producers are held)."""
+        return self.dispatcher.lag_messages, self.config.dispatch_queue_max_messages
+
+    def earliest_physical_time(self) -> int:
+        """Store time of the oldest record in the CommitLog, or -1 when it is empty."""
+        lo = self.commitlog.min_offset()
+        m = self.read_message(lo) if lo < self.commitlog.max_offset() else None
+        return m.store_timestamp if m is not None else -1
+
+    def disk_used_ratio(self) -> float:
+        """Used fraction (0..1) of the file system holding the CommitLog."""
+        return self.cleaner.disk_used_ratio() / 100
