@@ -77,14 +77,14 @@ class Servers:
 
 
 @contextlib.asynccontextmanager
-async def servers(tmp_path: Path):
+async def servers(tmp_path: Path, **broker_settings):
     """A NameServer and a broker in this process (this test's event loop serves them)."""
     namesrv = await NameServer("127.0.0.1", 0, kv_path=tmp_path / "kvConfig.json").start()
     store = StoreConfig(store_path=tmp_path / "store", commitlog_file_size=1 << 20, consume_queue_entries=1000,
                         index_slots=1009, index_max_entries=4000, message_delay_level=ALL_DELAYS_ONE_SECOND)
     try:
-        broker = await Broker(BrokerSettings(host="127.0.0.1", port=0, namesrv_addr=f"127.0.0.1:{namesrv.port}"),
-                              store).start()
+        broker = await Broker(BrokerSettings(host="127.0.0.1", port=0, namesrv_addr=f"127.0.0.1:{namesrv.port}",
+                                             **broker_settings), store).start()
     except BaseException:
         await namesrv.close()
         raise

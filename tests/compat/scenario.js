@@ -71,7 +71,8 @@ function captureWire() {
 }
 
 function common(cfg) {
-  return { nameSrv: cfg.namesrv, httpclient, logger };       // every other option at its default
+  const credentials = cfg.accessKey ? { accessKey: cfg.accessKey, secretKey: cfg.secretKey } : {};
+  return { nameSrv: cfg.namesrv, httpclient, logger, ...credentials };   // every other option at its default
 }
 
 async function produce(cfg) {

@@ -95,6 +95,8 @@ class AclValidator:
         self.path = Path(path)
         self._stamp: tuple[int, int] | None = None
         self.acl: PlainAcl = load_plain_acl(self.path)       # a bad file at start-up is an error
+        self.refused = 0
+        self.last_refusal = ""
         self._stamp = self._file_stamp()
 
     def _file_stamp(self) -> tuple[int, int] | None:
@@ -122,6 +124,9 @@ class AclValidator:
         try:
             self._validate(ip, cmd)
         except AclDenied as exc:
+            self.refused += 1
+            self.last_refusal = str(exc)
+            log.info("refused request code %d from %s: %s", cmd.code, ip, exc)
             return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION, str(exc))
         return None
 
