@@ -41,3 +41,33 @@ def bench_broker(runs: int, quick: bool, backlog: int, directory: Path | None, j
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2))
         err().print(f"results written to {json_out}")
+
+
+@bench.command("replication")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--count", type=click.IntRange(min=1000), default=20_000, show_default=True,
+              help="Messages per produce scenario.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None)
+def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
+    """Master alone vs ASYNC_MASTER vs SYNC_MASTER produce, replication lag, failover time (real processes)."""
+    from rocketq.bench.replication_bench import run_replication_bench
+    bar, task = step_progress(None, "starting")
+    with bar:
+        report = run_replication_bench(runs=runs, count=count,
+                                       progress=lambda label: bar.update(task, description=label))
+    table = Table(title=f"replication, {runs} run(s), 1 KiB, 64 senders (min / median / max)")
+    for col in ("mode", "msgs/s", "p50 ms", "p99 ms"):
+        table.add_column(col)
+
+    def fmt(values, spec):
+        return " / ".join(format(v, spec) for v in values) if values else "-"
+    for mode, r in report["produce_1KiB_64_senders"].items():
+        table.add_row(mode, fmt(r["msgs_per_s"], ",.0f"), fmt(r["p50_ms"], ".2f"), fmt(r["p99_ms"], ".2f"))
+    out().print(table)
+    out().print(f"max replication lag under load (bytes): {fmt(report['max_replication_lag_bytes'], ',')}")
+    out().print(f"failover, master SIGKILL -> reading from the slave (s): "
+                f"{fmt(report['failover_read_from_slave_s'], '.3f')}")
+    out().print(f"failover, master SIGKILL -> sending to the other master (s): "
+                f"{fmt(report['failover_send_to_other_master_s'], '.3f')}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(report, indent=2))
