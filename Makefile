@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: run test bench-store clean
+.PHONY: run test bench bench-store clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(VENV)/.installed: $(PY) pyproject.toml
 	touch $@
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $@
 
 run: $(VENV)/.installed
@@ -25,6 +25,9 @@ run: $(VENV)/.installed
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(VENV)/bin/rocketq bench compare
 
 bench-store: $(VENV)/.installed
 	$(VENV)/bin/rocketq bench store

@@ -71,3 +71,28 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
                 f"{fmt(report['failover_send_to_other_master_s'], '.3f')}")
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2))
+
+
+@bench.command("compare")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--backlog", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
+              help="Messages in the backlog each system's consumer reads.")
+@click.option("--quick", is_flag=True, help="Small counts everywhere, for a smoke run.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Where report.md, results.json and the charts go [default: bench-results/<timestamp>].")
+def bench_compare(runs: int, backlog: int, quick: bool, out_dir: Path | None) -> None:
+    """rocketq beside Redis Streams and NATS JetStream (whatever of them is installed), interleaved."""
+    from rocketq.bench.compare.runner import run_compare
+    from rocketq.bench.compare.systems import SYSTEMS
+    for cls in SYSTEMS:
+        why = cls.available()
+        if why:
+            err().print(f"[yellow]skipping {cls.name}: {why}[/yellow]")
+    sizes = dict(one_n=300, fast_n=5000, backlog=min(backlog, 10_000), e2e_rate=500, e2e_seconds=1.0,
+                 sync_n=640) if quick else dict(backlog=backlog)
+    bar, task = step_progress(None, "starting")
+    with bar:
+        results = run_compare(runs=runs, out_dir=out_dir, progress=lambda s: bar.update(task, description=s), **sizes)
+    where = out_dir or "bench-results/"
+    out().print(f"report, results.json and charts written to {where}; systems skipped: "
+                f"{', '.join(results['skipped']) or 'none'}")
