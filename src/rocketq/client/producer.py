@@ -4,7 +4,8 @@ and :class:`TransactionProducer` (half message, local transaction, check-back).
 Queue choice follows RocketMQ's ``DefaultMQProducer``: round robin over the topic's writable
 queues; a failed send is retried (``retries``, default 2) on a queue of *another* broker when
 there is one; a sharding key (or a selector) pins a message to one queue, so messages with the
-same key keep their order, and such sends are not moved to another queue.  A topic the
+same key keep their order, and such sends are not moved to another queue.  A broker that answers
+SYSTEM_BUSY (its fast failure) is retried after a growing pause, for up to the send timeout.  A topic the
 NameServers do not know yet is sent through the ``TBW102`` default route, so the broker creates
 it on the first send (when ``autoCreateTopicEnable`` is on).
 """
@@ -158,7 +159,8 @@ class Producer:
         attempts = 1 if pinned else 1 + self.retries
         avoid: str | None = None
         last: MQClientError | None = None
-        for attempt in range(attempts):
+        attempt, busy_tries, busy_waited = 0, 0, 0.0
+        while attempt < attempts:
             queues = await self.queues(msg.topic) if queue is None else [queue]
             if not queues:
                 raise MQClientError(-1, f"topic {msg.topic} has no writable queue")
@@ -177,9 +179,17 @@ class Producer:
                 last = exc
                 if exc.code not in RETRYABLE:
                     raise
+                if exc.code == ResponseCode.SYSTEM_BUSY and busy_waited < self.timeout_s:
+                    # the broker sheds load (fast failure): back off and try again, within the send timeout
+                    pause = min(0.01 * 2 ** min(busy_tries, 6), self.timeout_s - busy_waited)   # 10 ms .. 640 ms
+                    busy_tries += 1
+                    busy_waited += pause
+                    await asyncio.sleep(pause)
+                    continue
                 log.info("send to %s failed (attempt %d of %d): %s", mq, attempt + 1, attempts, exc)
                 avoid = mq.broker_name
                 self.instance.forget_route(msg.topic)
+                attempt += 1
         raise last
 
 
