@@ -32,3 +32,20 @@ def test_first_send_to_a_new_topic_then_batches_and_sharding(tmp_path):
             with pytest.raises(MQClientError, match="topic"):
                 await p.send(Message("bad topic", b"x"))
     asyncio.run(main())
+
+
+def test_a_busy_broker_is_retried_after_a_pause(tmp_path):
+    async def main():
+        async with cluster(tmp_path) as c, Producer("PG", c.addr, timeout_s=3) as p:
+            await p.send(Message("Busy", b"warm"))
+            fc = c.brokers[0].flow_control
+            fc.max_inflight_sends = 0                      # every send is refused SYSTEM_BUSY ...
+            asyncio.get_running_loop().call_later(0.3, setattr, fc, "max_inflight_sends", 10_000)   # ... for 0.3 s
+            r = await p.send(Message("Busy", b"after the pause"))
+            assert r.status == SendStatus.SEND_OK and fc.refused >= 1
+            fc.max_inflight_sends = 0                      # busy for longer than the send timeout: an error
+            p.timeout_s = 0.2
+            with pytest.raises(MQClientError) as e:
+                await p.send(Message("Busy", b"never"))
+            assert e.value.code == 2 and "busy" in e.value.remark
+    asyncio.run(main())
