@@ -288,5 +288,10 @@ class NatsJetStream(System):
         return lat
 
 
-SYSTEMS = [Rocketq, RedisStreams, NatsJetStream]
+def _systems() -> list[type[System]]:
+    from rocketq.bench.compare.rabbitmq import RabbitStreams
+    return [Rocketq, RedisStreams, NatsJetStream, RabbitStreams]
+
+
+SYSTEMS = _systems()
 
