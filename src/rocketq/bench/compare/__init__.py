@@ -1,2 +1,2 @@
-"""``rocketq bench compare``: rocketq beside Redis Streams and NATS JetStream on this machine, in one
+"""``rocketq bench compare``: rocketq beside Redis Streams, NATS JetStream and RabbitMQ streams on this machine, in one
 run, interleaved (see :mod:`.runner`)."""
