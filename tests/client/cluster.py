@@ -35,7 +35,7 @@ class Cluster:
 
     async def start_broker(self, i: int, port: int = 0) -> Broker:
         settings = BrokerSettings(broker_name=f"broker-{chr(97 + i)}", port=port, namesrv_addr=self.addr,
-                                  **self.settings)
+                                  **{"ha_listen_port": 0, **self.settings})     # any free HA port
         broker = await Broker(settings, small_store(self.root / f"store-{i}")).start()
         if i < len(self.brokers):
             self.brokers[i] = broker

@@ -161,7 +161,8 @@ class Broker:
         await self.server.serve()
         self.registrar = None
         self.replication = Replication(self)
-        ha_addr = await self.replication.start(host, self.server.port + 1)
+        # haListenPort defaults to listenPort + 1, or any free port when the broker's own port was 0
+        ha_addr = await self.replication.start(host, self.server.port + 1 if self.settings.port else 0)
         addrs = parse_namesrv_addrs(self.settings.namesrv_addr)
         if addrs:
             self.registrar = NameServerRegistrar(addrs, cluster=self.settings.cluster_name,
@@ -170,6 +171,7 @@ class Broker:
                                                  ha_addr=ha_addr, topic_table=self.topics.encode,
                                                  ssl_context=self.client_ssl_context())
             self.topics.listeners.append(self.registrar.topics_changed)
+            await self.registrar.register_once()      # routes exist when start() returns, as in RocketMQ
             self.registrar.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
         self._tasks.append(asyncio.create_task(self._sample_stats_loop()))

@@ -48,7 +48,10 @@ class HAMaster:
         self.slaves: dict[str, int] = {}            # peer -> its reported end
 
     async def start(self) -> HAMaster:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        except OSError as exc:
+            raise OSError(exc.errno, f"HA port {self.host}:{self.port} (haListenPort): {exc.strerror}") from None
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("HA master listening on %s:%d", self.host, self.port)
         return self

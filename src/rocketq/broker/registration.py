@@ -79,13 +79,14 @@ class NameServerRegistrar:
         self._kick.set()
 
     async def _loop(self) -> None:
+        """Every 30 s, and at once after a topic change (the first registration is the broker's start)."""
         while True:
-            self._kick.clear()             # before sending: a change during the send triggers another one
-            await self.register_once()
             try:
                 await asyncio.wait_for(self._kick.wait(), REGISTER_PERIOD_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
+            self._kick.clear()             # before sending: a change during the send triggers another one
+            await self.register_once()
 
     async def close(self) -> None:
         if self._task is not None:
