@@ -1,6 +1,14 @@
 import gc
+import os
 
 import pytest
+
+# Servers the tests start as processes (`rocketq serve`, `rocketq broker`) read ROCKETQ_<key>
+# settings: small segments and index files, so a test run does not fallocate gigabytes (a default
+# store preallocates a 1 GiB CommitLog segment, the next one, and a 420 MB index file).
+for _key, _value in (("MAPEDFILESIZECOMMITLOG", str(8 << 20)), ("MAXHASHSLOTNUM", "100003"),
+                     ("MAXINDEXNUM", "400000")):
+    os.environ.setdefault(f"ROCKETQ_{_key}", _value)
 
 
 @pytest.fixture(autouse=True)
