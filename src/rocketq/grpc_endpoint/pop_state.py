@@ -146,6 +146,10 @@ class PopState:
                 out.append((key, e))
         return out
 
+    def defer(self, key: QueueKey, e: InFlight, delay_ms: int) -> None:
+        """Report *e* from :meth:`due` again after *delay_ms* (its handling failed)."""
+        heapq.heappush(self._deadlines, (self._clock_ms() + delay_ms, e.version, key, e.offset))
+
     def next_deadline_ms(self) -> int | None:
         return self._deadlines[0][0] if self._deadlines else None
 

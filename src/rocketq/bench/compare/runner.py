@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import platform
+import shutil
 import statistics
 import tempfile
 import threading
@@ -124,6 +125,7 @@ def run_compare(*, runs: int = 3, one_n: int = 5000, fast_n: int = 200_000, back
                         cell(cls.name, size, "e2e", "p99").values.append(_pct(lat, 0.99))
                     finally:
                         sys_.stop()
+                        shutil.rmtree(root, ignore_errors=True)      # a 1 M backlog is gigabytes per system
                     if cls.durability.get("sync"):
                         progress(f"run {run + 1}/{runs}, {size} B: {cls.name} (sync durability)")
                         sroot = Path(tmp) / f"{cls.__name__}-{run}-{size}-sync"
@@ -137,6 +139,7 @@ def run_compare(*, runs: int = 3, one_n: int = 5000, fast_n: int = 200_000, back
                             cell(cls.name, size, "sync64", "p99").values.append(_pct(lat, 0.99))
                         finally:
                             ssys.stop()
+                            shutil.rmtree(sroot, ignore_errors=True)
     results = {"machine": _machine(), "runs": runs, "skipped": skipped,
                "durability": {s.name: s.durability for s in systems},
                "settings": {"one_n": one_n, "fast_n": fast_n, "backlog": backlog, "e2e_rate": e2e_rate,
