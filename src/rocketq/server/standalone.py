@@ -20,8 +20,16 @@ from rocketq.server.config import ServerConfig
 log = logging.getLogger(__name__)
 
 
-def grpc_available() -> bool:
-    return importlib.util.find_spec("rocketq.grpc_endpoint") is not None
+def grpc_endpoint_class():
+    """The gRPC endpoint's class, or None (logged) when that part is not installed or not importable."""
+    if importlib.util.find_spec("rocketq.grpc_endpoint") is None:
+        return None
+    try:
+        from rocketq.grpc_endpoint import GrpcEndpoint
+    except ImportError as exc:
+        log.warning("the gRPC endpoint is not available, serving the remoting protocol only: %s", exc)
+        return None
+    return GrpcEndpoint
 
 
 class Standalone:
@@ -44,9 +52,9 @@ class Standalone:
             settings = dataclasses.replace(cfg.broker, namesrv_addr=addrs,
                                            tls_enable=cfg.broker.tls_enable or tls is not None)
             self.broker = await Broker(settings, cfg.store).start()
-            if cfg.grpc_port >= 0 and grpc_available():
-                from rocketq.grpc_endpoint import GrpcEndpoint
-                self.grpc = await GrpcEndpoint(self.broker, host=bind, port=cfg.grpc_port).start()
+            endpoint = grpc_endpoint_class() if cfg.grpc_port >= 0 else None
+            if endpoint is not None:
+                self.grpc = await endpoint(self.broker, host=bind, port=cfg.grpc_port).start()
         except BaseException:
             await self.close()
             raise
