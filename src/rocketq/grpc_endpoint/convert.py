@@ -1,0 +1,161 @@
+"""Messages between the v2 protobuf shape and the store's record shape.
+
+Sending: a v2 ``Message`` becomes a :class:`~rocketq.common.message.Message` with RocketMQ's
+property names, so remoting consumers read it unchanged: the client's message id becomes
+``UNIQ_KEY``, tag ``TAGS``, keys ``KEYS``, the message group ``__SHARDINGKEY``, the delivery time
+``TIMER_DELIVER_MS``, the client address ``__BORNHOST``; user properties are kept as they are and
+may not use a system property's name.
+
+Delivering: a stored record becomes a v2 ``Message`` the way RocketMQ's proxy fills it
+(``GrpcConverter.buildSystemProperties``): message id = ``UNIQ_KEY`` (or the offset id), body
+digest MD5 in upper-case hex, message type from the properties, ``delivery_attempt`` =
+reconsume times + 1, bodies compressed by remoting producers (sysflag COMPRESSED, zlib) delivered
+decompressed, and the user properties = every property that is not a system one.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import zlib
+
+from rocketq.common.message import Message
+from rocketq.common.msgid import HostAddress
+from rocketq.common.sysflag import COMPRESSED, PROPERTY_UNIQ_KEY
+from rocketq.grpc_endpoint.protocol import Code, V2Error, ms_duration, ms_timestamp, pb, timestamp_ms
+from rocketq.store.record import StoredMessage
+
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_BORN_HOST = "__BORNHOST"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
+MAX_MESSAGE_GROUP_CHARS = 64
+MAX_USER_PROPERTIES = 128
+
+# RocketMQ's MessageConst names that are not the user's to set (a subset: the ones any code reads).
+SYSTEM_PROPERTY_KEYS = frozenset({
+    "TAGS", "KEYS", "UNIQ_KEY", "DELAY", "WAIT", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP", "MIN_OFFSET",
+    "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG", "MQ2_FLAG",
+    "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME",
+    "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS", "INSTANCE_ID", "CORRELATION_ID",
+    "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "CLUSTER", "RETRY_TOPIC", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID",
+    "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS",
+    "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "SHARDING_KEY",
+    PROPERTY_SHARDING_KEY, PROPERTY_BORN_HOST, "__transactionId__", PROPERTY_TRACE_CONTEXT,
+})
+
+
+def v2_to_message(msg: pb.Message, *, topic: str, queue_id: int, born_host: HostAddress,
+                  max_body_bytes: int) -> Message:
+    """The store message for one v2 message; raises :class:`V2Error` for what the proxy refuses."""
+    sp = msg.system_properties
+    body = _plain_body(msg)
+    if not body:
+        raise V2Error(Code.MESSAGE_BODY_EMPTY, f"message {sp.message_id!r} to topic {topic!r} has an empty body")
+    if len(body) > max_body_bytes:
+        raise V2Error(Code.MESSAGE_BODY_TOO_LARGE, f"message {sp.message_id!r}: body of {len(body)} bytes is over "
+                                                   f"the limit of {max_body_bytes} bytes")
+    if not sp.message_id:
+        raise V2Error(Code.ILLEGAL_MESSAGE_ID, f"a message to topic {topic!r} has no message id")
+    props = _user_properties(msg)
+    props[PROPERTY_UNIQ_KEY] = sp.message_id
+    tag = sp.tag if sp.HasField("tag") else None
+    if tag is not None and (not tag.strip() or "|" in tag or _has_separator(tag)):
+        raise V2Error(Code.ILLEGAL_MESSAGE_TAG, f"message {sp.message_id!r}: tag {tag!r} is blank or holds '|'")
+    for key in sp.keys:
+        if not key.strip() or _has_separator(key):
+            raise V2Error(Code.ILLEGAL_MESSAGE_KEY, f"message {sp.message_id!r}: key {key!r} is blank")
+    if sp.HasField("message_group"):
+        group = sp.message_group
+        if not group.strip() or len(group) > MAX_MESSAGE_GROUP_CHARS or _has_separator(group):
+            raise V2Error(Code.ILLEGAL_MESSAGE_GROUP, f"message {sp.message_id!r}: message group {group!r} is blank "
+                                                      f"or longer than {MAX_MESSAGE_GROUP_CHARS} characters")
+        props[PROPERTY_SHARDING_KEY] = group
+    if sp.born_host:
+        props[PROPERTY_BORN_HOST] = sp.born_host
+    if sp.HasField("trace_context") and sp.trace_context:
+        props[PROPERTY_TRACE_CONTEXT] = sp.trace_context
+    born_ms = timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else 0
+    return Message(topic=topic, body=body, queue_id=queue_id, tags=tag, keys=list(sp.keys) or None,
+                   properties=props, born_timestamp=born_ms, born_host=born_host)
+
+
+def _plain_body(msg: pb.Message) -> bytes:
+    if msg.system_properties.body_encoding != pb.Encoding.GZIP:
+        return msg.body
+    try:
+        return gzip.decompress(msg.body)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise V2Error(Code.MESSAGE_CORRUPTED, f"message {msg.system_properties.message_id!r}: body is labelled GZIP "
+                                              f"but does not decompress: {exc}") from None
+
+
+def _has_separator(text: str) -> bool:
+    return "\x01" in text or "\x02" in text
+
+
+def _user_properties(msg: pb.Message) -> dict[str, str]:
+    if len(msg.user_properties) > MAX_USER_PROPERTIES:
+        raise V2Error(Code.MESSAGE_PROPERTIES_TOO_LARGE, f"message {msg.system_properties.message_id!r} has "
+                                                         f"{len(msg.user_properties)} user properties, over "
+                                                         f"{MAX_USER_PROPERTIES}")
+    props = {}
+    for k, v in msg.user_properties.items():
+        if not k or k in SYSTEM_PROPERTY_KEYS or _has_separator(k) or _has_separator(v):
+            raise V2Error(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                          f"message {msg.system_properties.message_id!r}: user property {k!r} is empty, holds a "
+                          "separator, or is a system property name")
+        props[k] = v
+    return props
+
+
+def message_type_of(props: dict[str, str]) -> int:
+    if props.get("TRAN_MSG") == "true":
+        return pb.MessageType.TRANSACTION
+    if PROPERTY_TIMER_DELIVER_MS in props or props.get("DELAY", "0") not in ("", "0"):
+        return pb.MessageType.DELAY
+    if PROPERTY_SHARDING_KEY in props:
+        return pb.MessageType.FIFO
+    return pb.MessageType.NORMAL
+
+
+def stored_to_v2(m: StoredMessage, *, topic: str, namespace: str = "", receipt_handle: str | None = None,
+                 invisible_ms: int | None = None, attempt: int | None = None) -> pb.Message:
+    """The v2 message a consumer receives (or a producer is asked about, without a receipt handle)."""
+    props = m.properties
+    body = m.body
+    if m.sys_flag & COMPRESSED:
+        try:
+            body = zlib.decompress(body)
+        except zlib.error:
+            pass                 # not what the flag says: deliver the bytes as stored
+    sp = pb.SystemProperties(
+        keys=m.keys, message_id=props.get(PROPERTY_UNIQ_KEY) or m.msg_id,
+        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(body).hexdigest().upper()),
+        body_encoding=pb.Encoding.IDENTITY, message_type=message_type_of(props),
+        born_timestamp=ms_timestamp(m.born_timestamp),
+        born_host=props.get(PROPERTY_BORN_HOST) or _ip(m.born_host),
+        store_timestamp=ms_timestamp(m.store_timestamp), store_host=str(m.store_host),
+        queue_id=m.queue_id, queue_offset=m.queue_offset,
+        delivery_attempt=attempt if attempt is not None else m.reconsume_times + 1)
+    if m.tags is not None:
+        sp.tag = m.tags
+    if PROPERTY_TIMER_DELIVER_MS in props and props[PROPERTY_TIMER_DELIVER_MS].isdigit():
+        sp.delivery_timestamp.CopyFrom(ms_timestamp(int(props[PROPERTY_TIMER_DELIVER_MS])))
+    if PROPERTY_SHARDING_KEY in props:
+        sp.message_group = props[PROPERTY_SHARDING_KEY]
+    if PROPERTY_TRACE_CONTEXT in props:
+        sp.trace_context = props[PROPERTY_TRACE_CONTEXT]
+    if receipt_handle is not None:
+        sp.receipt_handle = receipt_handle
+    if invisible_ms is not None:
+        sp.invisible_duration.CopyFrom(ms_duration(invisible_ms))
+    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}
+    return pb.Message(topic=pb.Resource(name=topic, resource_namespace=namespace), user_properties=user,
+                      system_properties=sp, body=body)
+
+
+def _ip(host: HostAddress) -> str:
+    text = str(host)
+    return text.rpartition(":")[0].strip("[]")

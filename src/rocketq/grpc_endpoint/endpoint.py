@@ -1,0 +1,285 @@
+"""The gRPC endpoint: ``apache.rocketmq.v2.MessagingService`` served from inside the broker.
+
+Usage (on the broker's event loop)::
+
+    endpoint = await GrpcEndpoint(broker, host="127.0.0.1", port=8081).start()
+    ...
+    await endpoint.close()          # before broker.close()
+
+It shares the broker's store, topics, groups, consumer offsets and transaction machinery, so a
+message sent over one protocol is consumed over the other.  Owned here: the pop log
+(``<storePath>/grpc/pop.log``) and the timer (``<storePath>/timer/``).  A housekeeping task
+brings back messages whose invisible time is over, fsyncs the pop log once a second, compacts it
+when it grows, and forgets silent clients.
+
+Served: QueryRoute, Heartbeat, QueryAssignment, NotifyClientTermination, Telemetry, SendMessage,
+EndTransaction, ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue.  PullMessage, UpdateOffset, GetOffset, QueryOffset,
+RecallMessage and SyncLiteSubscription answer NOT_IMPLEMENTED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from pathlib import Path
+
+import grpc
+
+from rocketq.grpc_endpoint.auth import authenticate
+from rocketq.grpc_endpoint.consumer_service import ConsumerService
+from rocketq.grpc_endpoint.pop_log import PopLog
+from rocketq.grpc_endpoint.pop_state import PopState
+from rocketq.grpc_endpoint.popping import Popper
+from rocketq.grpc_endpoint.producer_service import ProducerService
+from rocketq.grpc_endpoint.protocol import Code, Malformed, V2Error, pb, service_handlers, spb, spb_grpc, status
+from rocketq.grpc_endpoint.route import assignments, endpoints_of, message_queues, topic_config
+from rocketq.grpc_endpoint.sessions import Sessions, client_id_of, metadata
+from rocketq.grpc_endpoint.settings import EndpointSettings
+from rocketq.grpc_endpoint.timer import Timer
+
+log = logging.getLogger(__name__)
+
+HOUSEKEEPING_MAX_SLEEP_S = 0.2
+POP_LOG_SYNC_INTERVAL_S = 1.0
+GRPC_MESSAGE_SLACK_BYTES = 1 << 20     # room for the envelope around a maximal body
+STOP_GRACE_S = 0.5
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GrpcEndpoint:
+    def __init__(self, broker, *, host: str = "127.0.0.1", port: int = 8081, advertise_host: str | None = None,
+                 settings: EndpointSettings | None = None):
+        self.broker = broker
+        self.host, self._requested_port = host, port
+        self._advertise_host = advertise_host
+        self.settings = settings or EndpointSettings()
+        self.port: int | None = None
+        self._server: grpc.aio.Server | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    @property
+    def address(self) -> str:
+        return f"{self.advertise_host}:{self.port}"
+
+    @property
+    def advertise_host(self) -> str:
+        if self._advertise_host:
+            return self._advertise_host
+        if self.host in ("0.0.0.0", "", "::"):
+            return self.broker.settings.announce_host or "127.0.0.1"
+        return self.host
+
+    async def start(self) -> GrpcEndpoint:
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()           # whatever was started (a port in use, a corrupt pop log)
+            raise
+        return self
+
+    async def _start(self) -> None:
+        store = self.broker.store
+        limit = store.config.max_message_size + GRPC_MESSAGE_SLACK_BYTES
+        # no SO_REUSEPORT: a second server on a taken port must fail, not share its connections
+        self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
+                                                ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)])
+        self.port = self._server.add_insecure_port(f"{self.host}:{self._requested_port}")    # fails first
+        root = Path(store.config.store_path)
+        self.pop_log = PopLog(root / "grpc" / "pop.log")
+        self.pop_state = PopState(self.pop_log, clock_ms=_now_ms)
+        self.pop_state.load()
+        self.popper = Popper(self.broker, self.pop_state, clock_ms=_now_ms)
+        self.timer = Timer(store, root / "timer", bucket_ms=self.settings.timer_bucket_ms)
+        self.timer.start()
+        self._listeners = [self.popper.on_arrival, self.timer.on_arrival]
+        store.arrival_listeners.extend(self._listeners)
+        self.sessions = Sessions(self.broker, self.settings)
+        self.consumers = ConsumerService(self.broker, self.popper, self.settings)
+        self.producers = ProducerService(self.broker, self.sessions, self.timer, self.settings)
+        self._server.add_generic_rpc_handlers((service_handlers(_Servicer(self)),))
+        await self._server.start()
+        self._tasks.append(asyncio.create_task(self._housekeeping()))
+        log.info("gRPC endpoint of broker %s listening on %s", self.broker.settings.broker_name, self.address)
+
+    async def close(self) -> None:
+        """Stop serving and release what :meth:`start` took; safe after a failed start and twice."""
+        if getattr(self, "sessions", None) is not None:
+            self.sessions.close()                   # ends Telemetry streams so stop() need not wait
+        if self._server is not None:
+            await self._server.stop(STOP_GRACE_S)
+            self._server = None
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for fn in getattr(self, "_listeners", ()):
+            if fn in self.broker.store.arrival_listeners:
+                self.broker.store.arrival_listeners.remove(fn)
+        self._listeners = []
+        if getattr(self, "timer", None) is not None:
+            await self.timer.close()
+        if getattr(self, "pop_log", None) is not None:
+            self.pop_log.close()
+        self.broker.offsets.persist()
+
+    async def _housekeeping(self) -> None:
+        last_sync = time.monotonic()
+        while True:
+            nxt = self.pop_state.next_deadline_ms()
+            sleep = HOUSEKEEPING_MAX_SLEEP_S if nxt is None else min(HOUSEKEEPING_MAX_SLEEP_S,
+                                                                     max(0.005, (nxt - _now_ms()) / 1000))
+            await asyncio.sleep(sleep)
+            try:
+                async with self.popper.lock:
+                    self.popper.renew_due(self.sessions.connected, invisible_ms=self.settings.default_invisible_ms,
+                                          ahead_ms=self.settings.default_invisible_ms // 2)
+                    await self.popper.revive_due()
+                    if self.pop_log.wants_compaction:
+                        self.pop_state.compact()
+                if time.monotonic() - last_sync >= POP_LOG_SYNC_INTERVAL_S:
+                    last_sync = time.monotonic()
+                    await asyncio.to_thread(self.pop_log.sync)
+                    self.sessions.expire()
+            except Exception:
+                log.exception("gRPC endpoint housekeeping failed; trying again")
+
+    # -- small handlers --------------------------------------------------------------------------
+
+    def endpoints(self) -> pb.Endpoints:
+        return endpoints_of(self.advertise_host, self.port)
+
+    async def query_route(self, req, context):
+        tc = topic_config(self.broker, req.topic.name, create=True)
+        return spb.QueryRouteResponse(status=status(),
+                                      message_queues=message_queues(self.broker, tc, req.topic, self.endpoints()))
+
+    async def query_assignment(self, req, context):
+        group = self.consumers.group(req.group.name)
+        tc = topic_config(self.broker, req.topic.name, create=False)
+        return spb.QueryAssignmentResponse(status=status(), assignments=assignments(
+            self.broker, tc, req.topic, self.endpoints(), fifo=self.popper.is_fifo(group)))
+
+    async def heartbeat(self, req, context):
+        session = self.sessions.touch(client_id_of(context))
+        if req.client_type:
+            session.client_type = req.client_type
+        if req.HasField("group") and req.group.name:
+            session.group = self.consumers.group(req.group.name)
+        return spb.HeartbeatResponse(status=status())
+
+    async def notify_termination(self, req, context):
+        self.sessions.terminate(client_id_of(context))
+        return spb.NotifyClientTerminationResponse(status=status())
+
+
+def _guard(response_type):
+    """Turn V2Error (and any bug) into a response status; check ACL first when it is on."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        async def handler(self, req, context):
+            try:
+                self._authenticate(context)
+                Malformed.check(req)
+                return await fn(self, req, context)
+            except V2Error as exc:
+                return response_type(status=exc.to_status())
+            except Exception as exc:
+                log.exception("gRPC %s failed", fn.__name__)
+                return response_type(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+        return handler
+    return wrap
+
+
+class _Servicer(spb_grpc.MessagingServiceServicer):
+    def __init__(self, endpoint: GrpcEndpoint):
+        self._e = endpoint
+
+    def _authenticate(self, context) -> None:
+        acl = self._e.broker.acl
+        if acl is not None:
+            peer = context.peer() or ""
+            ip = peer.partition(":")[2].rpartition(":")[0].strip("[]")
+            authenticate(acl, ip, metadata(context))
+
+    @_guard(spb.QueryRouteResponse)
+    async def QueryRoute(self, req, context):
+        return await self._e.query_route(req, context)
+
+    @_guard(spb.HeartbeatResponse)
+    async def Heartbeat(self, req, context):
+        return await self._e.heartbeat(req, context)
+
+    @_guard(spb.QueryAssignmentResponse)
+    async def QueryAssignment(self, req, context):
+        return await self._e.query_assignment(req, context)
+
+    @_guard(spb.NotifyClientTerminationResponse)
+    async def NotifyClientTermination(self, req, context):
+        return await self._e.notify_termination(req, context)
+
+    @_guard(spb.SendMessageResponse)
+    async def SendMessage(self, req, context):
+        return await self._e.producers.send(req, context)
+
+    @_guard(spb.EndTransactionResponse)
+    async def EndTransaction(self, req, context):
+        return await self._e.producers.end_transaction(req, context)
+
+    @_guard(spb.AckMessageResponse)
+    async def AckMessage(self, req, context):
+        return await self._e.consumers.ack(req)
+
+    @_guard(spb.ChangeInvisibleDurationResponse)
+    async def ChangeInvisibleDuration(self, req, context):
+        return await self._e.consumers.change_invisible(req)
+
+    @_guard(spb.ForwardMessageToDeadLetterQueueResponse)
+    async def ForwardMessageToDeadLetterQueue(self, req, context):
+        return await self._e.consumers.forward_to_dlq(req)
+
+    async def ReceiveMessage(self, req, context):
+        try:
+            self._authenticate(context)
+            Malformed.check(req)
+        except V2Error as exc:
+            yield spb.ReceiveMessageResponse(status=exc.to_status())
+            return
+        async for resp in self._e.consumers.receive(req, context):
+            yield resp
+
+    async def Telemetry(self, request_iterator, context):
+        try:
+            self._authenticate(context)
+        except V2Error as exc:
+            yield spb.TelemetryCommand(status=exc.to_status())
+            return
+        async for cmd in self._e.sessions.telemetry(request_iterator, context):
+            yield cmd
+
+    async def PullMessage(self, req, context):
+        yield spb.PullMessageResponse(status=_not_implemented("PullMessage"))
+
+    async def UpdateOffset(self, req, context):
+        return spb.UpdateOffsetResponse(status=_not_implemented("UpdateOffset"))
+
+    async def GetOffset(self, req, context):
+        return spb.GetOffsetResponse(status=_not_implemented("GetOffset"))
+
+    async def QueryOffset(self, req, context):
+        return spb.QueryOffsetResponse(status=_not_implemented("QueryOffset"))
+
+    async def RecallMessage(self, req, context):
+        return spb.RecallMessageResponse(status=_not_implemented("RecallMessage"))
+
+    async def SyncLiteSubscription(self, req, context):
+        return spb.SyncLiteSubscriptionResponse(status=_not_implemented("SyncLiteSubscription"))
+
+
+def _not_implemented(name: str):
+    return status(Code.NOT_IMPLEMENTED, f"{name} is not served by rocketq's gRPC endpoint")

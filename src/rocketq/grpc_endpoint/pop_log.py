@@ -1,0 +1,182 @@
+"""The pop log: invisible-time state of gRPC consumers, kept across broker restarts.
+
+File ``<storePath>/grpc/pop.log``, append-only, one record per change, big-endian::
+
+    off  size  field
+      0     4  payload length (from offset 8)
+      4     4  CRC-32 (zlib) of the payload
+      8     1  kind: 1 POPPED (a message handed out, or its invisible time changed),
+                     2 ACKED (acked, revived into the retry topic, or dead-lettered),
+                     3 NEXT (the queue's next offset to pop)
+      9     4  queue id
+     13     8  queue offset (POPPED / ACKED: the message's; NEXT: the next offset to pop)
+     21     8  receipt-handle version (POPPED / ACKED; 0 for NEXT)
+     29     8  invisible until, ms since the epoch (POPPED; 0 otherwise)
+     37     4  delivery attempt, 1 for a first delivery (POPPED; 0 otherwise)
+     41   2+g  consumer group, uint16 length + UTF-8
+      .   2+t  topic of the queue (the original topic or the group's pop retry topic), same
+
+Replaying the file in order rebuilds, per (group, topic, queue), the messages in flight (a later
+POPPED for the same offset replaces an earlier one, ACKED removes it) and the next offset to pop.
+Writes go to the OS at once (a killed process loses nothing) and are fsynced once a second; a
+record torn by a machine crash at the very end is cut off on the next start.  A record that does
+not check out in the middle of the file is corruption, and start-up stops and says where.
+The file is rewritten with only the live state at start-up and whenever it grows past a limit.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+POPPED, ACKED, NEXT = 1, 2, 3
+_HEAD = struct.Struct(">II")
+_FIXED = struct.Struct(">BiqqqI")
+MAX_NAME_BYTES = 1024
+MAX_RECORD_BYTES = _FIXED.size + 4 + 2 * MAX_NAME_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class PopRecord:
+    kind: int
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    version: int = 0
+    deadline_ms: int = 0
+    attempt: int = 0
+
+
+class PopLogCorrupt(Exception):
+    pass
+
+
+def encode(r: PopRecord) -> bytes:
+    g, t = r.group.encode(), r.topic.encode()
+    if len(g) > MAX_NAME_BYTES or len(t) > MAX_NAME_BYTES:
+        raise ValueError(f"group {r.group[:40]!r} or topic {r.topic[:40]!r} is longer than {MAX_NAME_BYTES} bytes")
+    payload = (_FIXED.pack(r.kind, r.queue_id, r.offset, r.version, r.deadline_ms, r.attempt)
+               + len(g).to_bytes(2, "big") + g + len(t).to_bytes(2, "big") + t)
+    return _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def decode_all(data: bytes, *, path: str = "pop.log") -> tuple[list[PopRecord], int]:
+    """The records of a whole file and the length of its valid prefix (a torn last record is left
+    out); raises PopLogCorrupt for damage before the last record."""
+    records, pos, end = [], 0, len(data)
+    while pos < end:
+        bad = _check(data, pos)
+        if bad is not None:
+            if _is_tail(data, pos):
+                return records, pos
+            raise PopLogCorrupt(f"{path}: record at byte {pos}: {bad}")
+        n, _ = _HEAD.unpack_from(data, pos)
+        p = pos + _HEAD.size
+        kind, qid, offset, version, deadline, attempt = _FIXED.unpack_from(data, p)
+        p += _FIXED.size
+        glen = int.from_bytes(data[p:p + 2], "big")
+        group = data[p + 2:p + 2 + glen].decode()
+        p += 2 + glen
+        tlen = int.from_bytes(data[p:p + 2], "big")
+        topic = data[p + 2:p + 2 + tlen].decode()
+        records.append(PopRecord(kind, group, topic, qid, offset, version, deadline, attempt))
+        pos += _HEAD.size + n
+    return records, pos
+
+
+def _check(data: bytes, pos: int) -> str | None:
+    if len(data) - pos < _HEAD.size:
+        return "truncated header"
+    n, crc = _HEAD.unpack_from(data, pos)
+    if not _FIXED.size + 4 <= n <= MAX_RECORD_BYTES:
+        return f"payload length {n} is impossible"
+    payload = data[pos + _HEAD.size:pos + _HEAD.size + n]
+    if len(payload) < n:
+        return "truncated payload"
+    if zlib.crc32(payload) != crc:
+        return "CRC mismatch"
+    if payload[0] not in (POPPED, ACKED, NEXT):
+        return f"unknown kind {payload[0]}"
+    glen = int.from_bytes(payload[_FIXED.size:_FIXED.size + 2], "big")
+    if _FIXED.size + 2 + glen + 2 > n:
+        return "group length overruns the record"
+    tlen = int.from_bytes(payload[_FIXED.size + 2 + glen:_FIXED.size + 4 + glen], "big")
+    if _FIXED.size + 4 + glen + tlen != n:
+        return "topic length does not fit the record"
+    try:
+        payload[_FIXED.size + 2:].decode()
+    except UnicodeDecodeError:
+        return "names are not UTF-8"
+    return None
+
+
+def _is_tail(data: bytes, pos: int) -> bool:
+    """A bad record is a torn tail when nothing valid follows it (it is the last write)."""
+    if len(data) - pos < _HEAD.size:
+        return True
+    n = _HEAD.unpack_from(data, pos)[0]
+    return pos + _HEAD.size + n >= len(data) or not any(data[pos + _HEAD.size + n:])
+
+
+class PopLog:
+    """The file: load, append, rewrite.  Single-threaded (the endpoint's event loop)."""
+
+    def __init__(self, path: Path, *, compact_bytes: int = 64 << 20):
+        self.path = Path(path)
+        self.compact_bytes = compact_bytes
+        self._f = None
+        self.size = 0
+        self._unsynced = False
+        self._sync_lock = threading.Lock()
+
+    def load(self) -> list[PopRecord]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = self.path.read_bytes() if self.path.exists() else b""
+        records, valid = decode_all(data, path=str(self.path))
+        if valid < len(data):
+            with open(self.path, "r+b") as f:
+                f.truncate(valid)
+        return records
+
+    def rewrite(self, records: list[PopRecord]) -> None:
+        """Replace the file with *records* (temp file, fsync, rename), then append after them."""
+        self.close()
+        tmp = self.path.with_suffix(".tmp")
+        blob = b"".join(map(encode, records))
+        with open(tmp, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self._f = open(self.path, "ab", buffering=0)
+        self.size = len(blob)
+
+    def append(self, records: list[PopRecord]) -> None:
+        blob = b"".join(map(encode, records))
+        self._f.write(blob)
+        self.size += len(blob)
+        self._unsynced = True
+
+    @property
+    def wants_compaction(self) -> bool:
+        return self.size > self.compact_bytes
+
+    def sync(self) -> None:
+        """fsync what was appended (called from a worker thread: the lock keeps close() out)."""
+        with self._sync_lock:
+            if self._f is not None and self._unsynced:
+                self._unsynced = False
+                os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        with self._sync_lock:
+            if self._f is not None:
+                if self._unsynced:
+                    os.fsync(self._f.fileno())
+                self._f.close()
+                self._f = None

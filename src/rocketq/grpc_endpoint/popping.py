@@ -1,0 +1,292 @@
+"""Popping messages for gRPC consumer groups (RocketMQ's pop consumption), over the shared store.
+
+A receive pops from every readable queue of the topic for the group, and first from the group's
+pop retry topic ``%RETRY%<group>_<topic>`` (RocketMQ's ``KeyBuilder.buildPopRetryTopicV1``).
+Each message handed out is in flight (see :mod:`rocketq.grpc_endpoint.pop_state`) until it is
+acked or its invisible time is over.  Then:
+
+* normal group: a copy goes to the pop retry topic with ``reconsumeTimes`` = the attempt just
+  made, so it is delivered again with ``delivery_attempt + 1``; once the attempt reaches the
+  group's max delivery attempts (``retryMaxTimes + 1``, 17 by default) the copy goes to
+  ``%DLQ%<group>`` instead;
+* FIFO group (``consumeMessageOrderly``): a queue with a message in flight is not popped at all,
+  so the next message of a message group (FIFO sends keep a group on one queue) is handed out
+  only after the previous one was acked or dead-lettered; an expired message is handed out again
+  from its place with the next attempt number, or dead-lettered at the max.
+
+Messages of an auto-renew receive (push consumers) are renewed in place before they would become
+visible, while their client keeps its Telemetry stream and within the group's
+``consumeTimeoutMinute`` (RocketMQ proxy's ``ReceiptHandleProcessor``); a nack stops that.
+
+The group's consumer offset in ``consumerOffset.json`` follows the lowest offset in flight, so
+remoting tools see the group's progress and lag.  All state changes run on the event loop under
+one lock; the pop log makes them durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from rocketq.broker.topic_config import TopicConfigError
+from rocketq.common.sysflag import PROPERTY_UNIQ_KEY
+from rocketq.grpc_endpoint.convert import PROPERTY_RETRY_TOPIC, stored_to_v2
+from rocketq.grpc_endpoint.pop_state import Handle, InFlight, PopState, QueueKey
+from rocketq.grpc_endpoint.protocol import Code, V2Error, pb
+from rocketq.store.results import GetStatus
+
+log = logging.getLogger(__name__)
+
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
+PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+MAX_WAITERS_PER_TOPIC = 10_000
+REVIVE_RETRY_MS = 1_000
+
+
+def pop_retry_topic(group: str, topic: str) -> str:
+    return f"%RETRY%{group}_{topic}"
+
+
+def dlq_topic(group: str) -> str:
+    return f"%DLQ%{group}"
+
+
+class Popper:
+    def __init__(self, broker, state: PopState, *, clock_ms):
+        self._broker = broker
+        self.state = state
+        self._clock_ms = clock_ms
+        self.lock = asyncio.Lock()
+        self._rotation = 0
+        self._renew_for: str | None = None
+        self._loop = asyncio.get_running_loop()
+        self._waiters: dict[str, set[asyncio.Future]] = {}
+        # auto-renew receives (push consumers): (queue, offset) -> (client id, first handed out, ms)
+        self.renewing: dict[tuple[QueueKey, int], tuple[str, int]] = {}
+        self.renewals = 0
+
+    # -- waking long polls --------------------------------------------------------------------
+
+    def watch(self, topics: list[str]) -> asyncio.Future:
+        fut = self._loop.create_future()
+        for t in topics:
+            waiters = self._waiters.setdefault(t, set())
+            if len(waiters) < MAX_WAITERS_PER_TOPIC:
+                waiters.add(fut)
+        return fut
+
+    def unwatch(self, topics: list[str], fut: asyncio.Future) -> None:
+        for t in topics:
+            waiters = self._waiters.get(t)
+            if waiters is not None:
+                waiters.discard(fut)
+                if not waiters:
+                    del self._waiters[t]
+
+    def wake(self, topic: str) -> None:
+        for fut in self._waiters.pop(topic, ()):
+            if not fut.done():
+                fut.set_result(True)
+
+    def on_arrival(self, topic: str, _queue_id: int, _next_offset: int) -> None:
+        """Store arrival listener (dispatcher thread)."""
+        if topic in self._waiters:
+            self._loop.call_soon_threadsafe(self.wake, topic)
+
+    # -- popping ------------------------------------------------------------------------------
+
+    def max_attempts(self, group: str) -> int:
+        cfg = self._broker.groups.get(group)
+        return (cfg.retry_max_times if cfg else 16) + 1
+
+    def is_fifo(self, group: str) -> bool:
+        cfg = self._broker.groups.get(group)
+        return bool(cfg and cfg.consume_message_orderly)
+
+    async def pop(self, group: str, topic: str, queue_ids: list[int], *, batch: int, invisible_ms: int,
+                  tags: set[str] | None, namespace: str, renew_for: str | None = None) -> list[pb.Message]:
+        """Up to *batch* messages, retry topic first; the caller holds :attr:`lock`."""
+        out: list[pb.Message] = []
+        retry = pop_retry_topic(group, topic)
+        sources = []
+        if self._broker.topics.get(retry) is not None:
+            sources += [(QueueKey(group, retry, q), True) for q in range(self._broker.topics.get(retry).read_queue_nums)]
+        self._rotation += 1
+        n = len(queue_ids)
+        sources += [(QueueKey(group, topic, queue_ids[(self._rotation + i) % n]), False) for i in range(n)]
+        fifo = self.is_fifo(group)
+        self._renew_for = renew_for          # read by _v2; pops never overlap (the caller holds the lock)
+        try:
+            for key, is_retry in sources:
+                if len(out) >= batch:
+                    break
+                out += await self._pop_queue(key, is_retry, topic, batch - len(out), invisible_ms, tags, namespace,
+                                             fifo)
+        finally:
+            self._renew_for = None
+        return out
+
+    def _initial_offset(self, key: QueueKey) -> int:
+        committed = self._broker.offsets.query(key.group, key.topic, key.queue_id)
+        if committed >= 0:
+            return committed
+        store = self._broker.store
+        return 0 if store.min_offset(key.topic, key.queue_id) <= 0 else store.max_offset(key.topic, key.queue_id)
+
+    async def _pop_queue(self, key: QueueKey, is_retry: bool, topic: str, want: int, invisible_ms: int,
+                         tags: set[str] | None, namespace: str, fifo: bool) -> list[pb.Message]:
+        q = self.state.queue(key, lambda: self._initial_offset(key))
+        out = []
+        if fifo and q.inflight:
+            now = self._clock_ms()
+            if any(e.deadline_ms > now for e in q.inflight.values()):
+                return out                       # the queue waits for its messages in flight
+            for e in sorted(q.inflight.values(), key=lambda e: e.offset):
+                m = self.read(key, e.offset)
+                if m is None or e.attempt >= self.max_attempts(key.group):
+                    if m is not None:
+                        await self.dead_letter(key, e, m)
+                    else:
+                        self.finish(key, e)
+                    continue
+                if len(out) < want:
+                    e2 = self.state.pop(key, e.offset, invisible_ms=invisible_ms, attempt=e.attempt + 1)
+                    out.append(self._v2(key, is_retry, topic, m, e2, invisible_ms, namespace))
+            if q.inflight:
+                return out
+        res = self._broker.store.get_messages(key.topic, key.queue_id, q.next_offset, want)
+        if res.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+            q.next_offset = res.next_begin_offset         # the queue was cut or reset under us
+            return out
+        for m in res.messages:
+            if tags is not None and m.tags not in tags:
+                continue
+            e = self.state.pop(key, m.queue_offset, invisible_ms=invisible_ms, attempt=m.reconsume_times + 1)
+            out.append(self._v2(key, is_retry, topic, m, e, invisible_ms, namespace))
+        if res.messages or res.status == GetStatus.NO_MATCHED_MESSAGE:
+            self.state.advance(key, res.next_begin_offset)
+        self._commit(key)
+        return out
+
+    def _v2(self, key, is_retry, topic, m, e: InFlight, invisible_ms, namespace) -> pb.Message:
+        if self._renew_for:
+            self.renewing[(key, e.offset)] = (self._renew_for, self._clock_ms())
+        handle = Handle(is_retry, key.queue_id, e.offset, e.version, e.deadline_ms).encode()
+        return stored_to_v2(m, topic=topic, namespace=namespace, receipt_handle=handle, invisible_ms=invisible_ms,
+                            attempt=e.attempt)
+
+    def read(self, key: QueueKey, offset: int):
+        res = self._broker.store.get_messages(key.topic, key.queue_id, offset, 1)
+        if res.messages and res.messages[0].queue_offset == offset:
+            return res.messages[0]
+        return None
+
+    # -- acks and their relatives ----------------------------------------------------------------
+
+    def key_of(self, group: str, topic: str, handle: Handle) -> QueueKey:
+        return QueueKey(group, pop_retry_topic(group, topic) if handle.retry else topic, handle.queue_id)
+
+    def in_flight(self, group: str, topic: str, receipt_handle: str) -> tuple[QueueKey, InFlight]:
+        handle = Handle.parse(receipt_handle)
+        if handle is None:
+            raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle[:80]!r} is malformed")
+        key = self.key_of(group, topic, handle)
+        e = self.state.find(key, handle)
+        if e is None:
+            raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle!r} of group {group!r} topic "
+                                                       f"{topic!r} is expired, already acked, or was replaced")
+        return key, e
+
+    def change(self, key: QueueKey, e: InFlight, invisible_ms: int) -> InFlight:
+        """The client set the invisible time itself (a push consumer's nack): stop renewing it."""
+        self.renewing.pop((key, e.offset), None)
+        return self.state.change(key, e, invisible_ms)
+
+    def renew_due(self, alive, *, invisible_ms: int, ahead_ms: int) -> int:
+        """Renew auto-renew messages about to become visible while their client is connected and
+        within the group's consume timeout; returns how many were renewed."""
+        now = self._clock_ms()
+        renewed = 0
+        for (key, offset), (client_id, since) in list(self.renewing.items()):
+            q = self.state.queues.get(key)
+            e = q.inflight.get(offset) if q else None
+            if e is not None and e.deadline_ms - now > ahead_ms:
+                continue
+            cfg = self._broker.groups.get(key.group)
+            limit_ms = (cfg.consume_timeout_minute if cfg else 15) * 60_000
+            if e is None or e.deadline_ms <= now or not alive(client_id) or now - since > limit_ms:
+                del self.renewing[(key, offset)]
+                continue
+            self.state.renew(key, e, invisible_ms)
+            renewed += 1
+        self.renewals += renewed
+        return renewed
+
+    def finish(self, key: QueueKey, e: InFlight) -> None:
+        self.renewing.pop((key, e.offset), None)
+        self.state.ack(key, e)
+        self._commit(key)
+        if self.is_fifo(key.group):
+            self.wake(key.topic)
+
+    def _commit(self, key: QueueKey) -> None:
+        q = self.state.queues.get(key)
+        if q is not None:
+            offsets, offset = self._broker.offsets, q.commit_offset()
+            if offsets.query(key.group, key.topic, key.queue_id) != offset:     # unchanged: leave the file alone
+                offsets.commit(key.group, key.topic, key.queue_id, offset)
+
+    async def dead_letter(self, key: QueueKey, e: InFlight, m) -> None:
+        props = dict(m.properties)
+        origin = props.get(PROPERTY_RETRY_TOPIC, m.topic)
+        props.setdefault(PROPERTY_DLQ_ORIGIN_TOPIC, origin)
+        props.setdefault(PROPERTY_DLQ_ORIGIN_MESSAGE_ID, props.get(PROPERTY_UNIQ_KEY, m.msg_id))
+        props.pop("DELAY", None)
+        tc = self._broker.topics.create_retry_or_dlq(dlq_topic(key.group), 1)
+        await self._put(m.to_message(topic=tc.topic_name, properties=props, queue_id=0, reconsume_times=e.attempt))
+        self.finish(key, e)
+
+    async def revive(self, key: QueueKey, e: InFlight) -> None:
+        """A normal group's message whose invisible time is over: to the retry topic or the DLQ."""
+        m = self.read(key, e.offset)
+        if m is None:
+            self.finish(key, e)
+            return
+        if e.attempt >= self.max_attempts(key.group):
+            await self.dead_letter(key, e, m)
+            return
+        props = dict(m.properties)
+        origin = props.setdefault(PROPERTY_RETRY_TOPIC, m.topic)
+        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, props.get(PROPERTY_UNIQ_KEY, m.msg_id))
+        props.pop("DELAY", None)
+        try:
+            tc = self._broker.topics.create_retry_or_dlq(pop_retry_topic(key.group, origin), 1)
+        except TopicConfigError as exc:
+            log.error("no retry topic for group %s topic %s (%s); dead-lettering", key.group, origin, exc)
+            await self.dead_letter(key, e, m)
+            return
+        await self._put(m.to_message(topic=tc.topic_name, properties=props,
+                                     queue_id=random.randrange(tc.write_queue_nums), reconsume_times=e.attempt))
+        self.finish(key, e)
+
+    async def _put(self, msg) -> None:
+        r = await self._broker.store.put_message_async(msg)
+        if r.physical_offset < 0:
+            raise V2Error(Code.INTERNAL_SERVER_ERROR, f"storing into {msg.topic!r} failed: {r.status} {r.error or ''}")
+        self._broker.replication.notify()
+
+    async def revive_due(self) -> int:
+        """Handle every message whose invisible time is over; returns how many."""
+        due = self.state.due()
+        for key, e in due:
+            if self.is_fifo(key.group):
+                self.wake(key.topic)              # its queue may be popped again now
+                continue
+            try:
+                await self.revive(key, e)
+            except V2Error as exc:
+                log.warning("reviving %s offset %d failed (trying again shortly): %s", key, e.offset, exc.message)
+                self.state.defer(key, e, REVIVE_RETRY_MS)
+        return len(due)

@@ -1,0 +1,178 @@
+"""SendMessage and EndTransaction.
+
+The broker picks the queue (the Python client leaves ``queue_id`` 0, the proxy ignores it too):
+a FIFO message goes to queue ``|hash(message group)| % writeQueueNums`` (Java ``String.hashCode``),
+so one message group keeps one queue and its order; other messages go round-robin.
+By type:
+
+* NORMAL / FIFO: stored under the topic;
+* DELAY: ``delivery_timestamp`` in the past or now is stored at once; a later one goes to the
+  timer (:mod:`rocketq.grpc_endpoint.timer`), at most ``max_delay_ms`` ahead;
+* TRANSACTION: stored as a half message (``TRAN_MSG``, producer group ``GRPC_TX_<topic>``) in
+  RocketMQ's half topic; the send result's transaction id is the half's offset message id, which
+  EndTransaction decodes to find it.  Commit and rollback go through the remoting path's
+  :func:`rocketq.broker.transactions.end_transaction`, so both protocols resolve halves alike.
+
+Each message answers one ``SendResultEntry``; validation failures use the v2 codes
+(ILLEGAL_TOPIC, TOPIC_NOT_FOUND, MESSAGE_BODY_TOO_LARGE, ...).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from rocketq.broker.transaction_check import PROPERTY_PRODUCER_GROUP
+from rocketq.broker.transactions import end_transaction, to_half
+from rocketq.common.javahash import java_hash
+from rocketq.common.msgid import HostAddress, decode_offset_msg_id
+from rocketq.common.sysflag import (
+    PROPERTY_TRANSACTION_PREPARED,
+    TRANS_HALF_TOPIC,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
+from rocketq.grpc_endpoint.convert import PROPERTY_TIMER_DELIVER_MS, v2_to_message
+from rocketq.grpc_endpoint.protocol import Code, V2Error, pb, spb, status, timestamp_ms
+from rocketq.grpc_endpoint.route import accepted_types, topic_config
+from rocketq.grpc_endpoint.sessions import Sessions, client_id_of, tx_group
+from rocketq.grpc_endpoint.settings import EndpointSettings
+from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
+from rocketq.store.results import PutStatus
+
+_PUT_CODES = {
+    PutStatus.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+    PutStatus.MESSAGE_ILLEGAL: Code.BAD_REQUEST,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: Code.MESSAGE_PROPERTIES_TOO_LARGE,
+    PutStatus.OS_PAGE_CACHE_BUSY: Code.TOO_MANY_REQUESTS,
+}
+_REPLICATION_CODES = {ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+                      ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE}
+
+
+def fifo_queue(message_group: str, write_queue_nums: int) -> int:
+    return abs(java_hash(message_group)) % write_queue_nums
+
+
+def peer_host(context) -> HostAddress:
+    """``ipv4:1.2.3.4:5678`` / ``ipv6:[::1]:5678`` from grpc as a record's born host."""
+    peer = context.peer() if context is not None else ""
+    try:
+        return HostAddress.parse(peer.partition(":")[2])
+    except (ValueError, AttributeError):
+        return HostAddress(b"\x7f\x00\x00\x01", 0)
+
+
+class ProducerService:
+    def __init__(self, broker, sessions: Sessions, timer, settings: EndpointSettings):
+        self._broker, self._sessions, self._timer, self._settings = broker, sessions, timer, settings
+        self._round_robin = itertools.count()
+
+    async def send(self, req, context):
+        if not req.messages:
+            return spb.SendMessageResponse(status=status(Code.BAD_REQUEST, "the request holds no message"))
+        if len(req.messages) > self._settings.max_messages_per_send:
+            return spb.SendMessageResponse(status=status(
+                Code.BAD_REQUEST, f"{len(req.messages)} messages in one request; at most "
+                                  f"{self._settings.max_messages_per_send}"))
+        if self._broker.settings.broker_role == "SLAVE":
+            return spb.SendMessageResponse(status=status(Code.FORBIDDEN, "this broker is a slave; send to the master"))
+        entries = []
+        for msg in req.messages:
+            try:
+                entries.append(await self._send_one(msg, context))
+            except V2Error as exc:
+                entries.append(spb.SendResultEntry(status=exc.to_status(),
+                                                   message_id=msg.system_properties.message_id))
+        if len(entries) == 1 or all(e.status.code == Code.OK for e in entries):
+            overall = entries[0].status if len(entries) == 1 else status()
+        else:
+            overall = status(Code.MULTIPLE_RESULTS, "some messages failed; see each entry's status")
+        return spb.SendMessageResponse(status=overall, entries=entries)
+
+    async def _send_one(self, msg: pb.Message, context) -> spb.SendResultEntry:
+        topic = msg.topic.name
+        tc = topic_config(self._broker, topic, create=True)
+        if not tc.is_writable():
+            raise V2Error(Code.FORBIDDEN, f"topic {topic!r} is not writable")
+        sp = msg.system_properties
+        kind = sp.message_type
+        if kind not in accepted_types(tc):
+            raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"topic {topic!r} does not accept "
+                                                                    f"{pb.MessageType.Name(kind)} messages")
+        if kind == pb.MessageType.FIFO and not sp.HasField("message_group"):
+            raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"FIFO message {sp.message_id!r} has no group")
+        if kind == pb.MessageType.DELAY and not sp.HasField("delivery_timestamp"):
+            raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"DELAY message {sp.message_id!r} has no "
+                                                                    "delivery timestamp")
+        if kind not in (pb.MessageType.FIFO, pb.MessageType.DELAY) and (
+                sp.HasField("message_group") or sp.HasField("delivery_timestamp")):
+            raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"{pb.MessageType.Name(kind)} message "
+                                                                    f"{sp.message_id!r} has a group or delivery time")
+        if kind == pb.MessageType.FIFO:
+            qid = fifo_queue(sp.message_group, tc.write_queue_nums)
+        else:
+            qid = next(self._round_robin) % tc.write_queue_nums
+        m = v2_to_message(msg, topic=topic, queue_id=qid, born_host=peer_host(context),
+                          max_body_bytes=self._broker.store.config.max_message_size)
+        if kind == pb.MessageType.DELAY:
+            due_ms = timestamp_ms(sp.delivery_timestamp)
+            now_ms = int(time.time() * 1000)
+            if due_ms > now_ms + self._settings.max_delay_ms:
+                raise V2Error(Code.ILLEGAL_DELIVERY_TIME, f"delivery time {due_ms} is more than "
+                                                          f"{self._settings.max_delay_ms} ms ahead")
+            m.properties[PROPERTY_TIMER_DELIVER_MS] = str(due_ms)
+            if due_ms > now_ms:
+                m = self._timer.wrap(m)
+        elif kind == pb.MessageType.TRANSACTION:
+            self._sessions.register_tx_producer(client_id_of(context), topic)
+            m.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
+            m.properties[PROPERTY_PRODUCER_GROUP] = tx_group(topic)
+            m = to_half(m)
+        r = await self._broker.store.put_message_async(m)
+        if r.physical_offset < 0:
+            raise V2Error(_PUT_CODES.get(r.status, Code.INTERNAL_SERVER_ERROR),
+                          f"storing message {sp.message_id!r} into topic {topic!r} failed: {r.status} {r.error or ''}")
+        self._broker.stats.put(topic, 1, r.wrote_bytes)
+        self._broker.replication.notify()
+        code = _PUT_CODES.get(r.status, Code.OK)
+        if r.ok:
+            replicated = await self._broker.replication.replicated(r.physical_offset + r.wrote_bytes)
+            code = _REPLICATION_CODES.get(replicated, Code.OK) if replicated is not None else code
+        return spb.SendResultEntry(status=status(code, "OK" if code == Code.OK else str(r.status)),
+                                   message_id=sp.message_id, offset=max(r.queue_offset, 0),
+                                   transaction_id=r.msg_id if kind == pb.MessageType.TRANSACTION else "")
+
+    async def end_transaction(self, req, context):
+        try:
+            phy = self._half_offset(req)
+        except V2Error as exc:
+            return spb.EndTransactionResponse(status=exc.to_status())
+        if req.resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
+            return spb.EndTransactionResponse(status=status())     # UNKNOWN: wait for the check-back
+        kind = TRANSACTION_COMMIT_TYPE if req.resolution == pb.TransactionResolution.COMMIT else \
+            TRANSACTION_ROLLBACK_TYPE
+        cmd = RemotingCommand.create_request(RequestCode.END_TRANSACTION, {
+            "topic": req.topic.name, "producerGroup": tx_group(req.topic.name), "commitOrRollback": kind,
+            "commitLogOffset": phy, "tranStateTableOffset": 0, "msgId": req.message_id,
+            "transactionId": req.transaction_id,
+            "fromTransactionCheck": req.source == pb.TransactionSource.SOURCE_SERVER_CHECK})
+        resp = await end_transaction(self._broker, None, cmd)
+        if resp is not None and resp.code != ResponseCode.SUCCESS:
+            return spb.EndTransactionResponse(status=status(Code.INTERNAL_SERVER_ERROR, resp.remark or "failed"))
+        return spb.EndTransactionResponse(status=status())
+
+    def _half_offset(self, req) -> int:
+        try:
+            _host, phy = decode_offset_msg_id(req.transaction_id)
+        except ValueError as exc:
+            raise V2Error(Code.INVALID_TRANSACTION_ID, str(exc)) from None
+        half = self._broker.store.read_message(phy)
+        if half is None or half.topic != TRANS_HALF_TOPIC:
+            raise V2Error(Code.INVALID_TRANSACTION_ID, f"transaction id {req.transaction_id!r} names no half message")
+        if req.message_id and half.properties.get("UNIQ_KEY") not in (None, req.message_id):
+            raise V2Error(Code.INVALID_TRANSACTION_ID, f"transaction id {req.transaction_id!r} belongs to another "
+                                                       f"message than {req.message_id!r}")
+        return phy

@@ -1,0 +1,34 @@
+"""The endpoint's own limits, validated once (RocketMQ ``ProxyConfig`` names in comments)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    min_invisible_ms: int = 10_000               # minInvisibleTimeMillsForRecv
+    max_invisible_ms: int = 12 * HOUR_MS         # maxInvisibleTimeMills
+    default_invisible_ms: int = 60_000           # defaultInvisibleTimeMills (auto-renewing push receives)
+    default_long_polling_ms: int = 20_000        # grpcClientConsumerLongPollingTimeoutMillis
+    max_long_polling_ms: int = 30_000
+    max_receive_batch: int = 32
+    receive_batch_default: int = 32              # what settings tell push consumers
+    max_delay_ms: int = 40 * 24 * HOUR_MS        # a DELAY message's delivery time at most this far ahead
+    timer_bucket_ms: int = 10_000                # width of one timer bucket file
+    settings_timeout_s: float = 30.0             # a Telemetry stream that sends no settings this long is closed
+    session_expire_s: float = 120.0              # a client with no stream and no heartbeat this long is forgotten
+    outbox_capacity: int = 256                   # commands queued for one client's Telemetry stream
+    max_messages_per_send: int = 64
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_invisible_ms <= self.max_invisible_ms:
+            raise ValueError(f"invisible time bounds {self.min_invisible_ms}..{self.max_invisible_ms} ms are not "
+                             "0 < min <= max")
+        if not self.min_invisible_ms <= self.default_invisible_ms <= self.max_invisible_ms:
+            raise ValueError(f"default invisible time {self.default_invisible_ms} ms is outside "
+                             f"{self.min_invisible_ms}..{self.max_invisible_ms}")
+        if self.max_receive_batch < 1 or self.timer_bucket_ms < 100 or self.outbox_capacity < 1:
+            raise ValueError("max_receive_batch, timer_bucket_ms (>= 100) and outbox_capacity must be positive")

@@ -1,0 +1,135 @@
+"""A real broker + gRPC endpoint on loopback ports, run on its own event-loop thread.
+
+The official Python 5.x client is synchronous (it keeps its own loop on a thread of its own), so
+the broker cannot share the test's thread: :class:`ServerThread` owns a loop thread and runs
+coroutines on it for the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import Future
+
+from broker_helpers import store_config
+
+from rocketq.broker.broker import Broker, BrokerSettings
+from rocketq.broker.topic_config import TopicConfig
+from rocketq.grpc_endpoint import EndpointSettings, GrpcEndpoint
+
+FAST = EndpointSettings(min_invisible_ms=1000, default_invisible_ms=5000, timer_bucket_ms=1000,
+                        default_long_polling_ms=3000)
+
+
+class ServerThread:
+    def __init__(self, tmp_path, *, endpoint_settings: EndpointSettings = FAST, **broker_settings):
+        self.tmp_path = tmp_path
+        self._endpoint_settings = endpoint_settings
+        self._broker_settings = broker_settings
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="grpc-test-broker", daemon=True)
+        self._thread.start()
+        self.broker = self.endpoint = None
+
+    def run(self, coro, timeout_s: float = 30.0):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def call(self, fn, *args, timeout_s: float = 30.0):
+        """Run a plain function on the loop thread (state is only touched there)."""
+        fut: Future = Future()
+
+        def go():
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:
+                fut.set_exception(exc)
+        self.loop.call_soon_threadsafe(go)
+        return fut.result(timeout_s)
+
+    def start(self) -> ServerThread:
+        async def up():
+            settings = {"port": 0, "transaction_check_interval_s": 0.3, "transaction_timeout_s": 0.3}
+            settings.update(self._broker_settings)
+            self.broker = await Broker(BrokerSettings(**settings), store_config(self.tmp_path)).start()
+            self.endpoint = await GrpcEndpoint(self.broker, host="127.0.0.1", port=0,
+                                               settings=self._endpoint_settings).start()
+        self.run(up())
+        return self
+
+    def stop(self) -> None:
+        async def down():
+            if self.endpoint is not None:
+                await self.endpoint.close()
+            if self.broker is not None:
+                await self.broker.close()
+        try:
+            self.run(down(), timeout_s=60)
+        finally:
+            self.broker = self.endpoint = None
+
+    def shutdown(self) -> None:
+        self.stop()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+    @property
+    def access_point(self) -> str:
+        return f"127.0.0.1:{self.endpoint.port}"
+
+    def create_topic(self, name: str, queues: int = 4, **attributes) -> None:
+        self.call(self.broker.topics.update, TopicConfig(name, queues, queues, attributes=dict(attributes)))
+
+    def set_group(self, name: str, **fields) -> None:
+        def update():
+            from dataclasses import replace
+            cfg = self.broker.groups.get(name, create=True)
+            self.broker.groups.update(replace(cfg, **fields))
+        self.call(update)
+
+
+def wait_until(predicate, timeout_s: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def client_config(server: ServerThread, timeout_s: int = 5):
+    from rocketmq import ClientConfiguration, Credentials
+    return ClientConfiguration(server.access_point, Credentials(), request_timeout=timeout_s)
+
+
+def message(topic: str, body: bytes, *, tag: str | None = "TagA", keys=None, group=None, deliver_at_s=None,
+            props=None):
+    from rocketmq import Message
+    m = Message()
+    m.topic = topic
+    m.body = body
+    if tag:
+        m.tag = tag
+    if keys:
+        m.keys = keys
+    if group:
+        m.message_group = group
+    if deliver_at_s:
+        m.delivery_timestamp = deliver_at_s
+    for k, v in (props or {}).items():
+        m.add_property(k, v)
+    return m
+
+
+def receive_all(consumer, count: int, *, invisible_s: int = 10, timeout_s: float = 20.0, batch: int = 16):
+    """Receive until *count* messages arrived (or fail after *timeout_s*)."""
+    got = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"received {len(got)} of {count} messages in {timeout_s} s")
+        got += consumer.receive(batch, invisible_s)
+    return got

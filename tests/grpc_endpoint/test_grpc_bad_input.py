@@ -1,0 +1,254 @@
+"""Bad input over gRPC gets the v2 status code RocketMQ's proxy would answer, and loses nothing."""
+
+import dataclasses
+import time
+
+import grpc
+import pytest
+from grpc_helpers import FAST, ServerThread, client_config, message, wait_until
+
+from rocketq.grpc_endpoint.protocol import Code, ms_duration, ms_timestamp, pb, spb, spb_grpc
+
+MD = [("x-mq-client-id", "raw-client-1")]
+
+
+@pytest.fixture
+def stub(server):
+    with grpc.insecure_channel(server.access_point) as ch:
+        yield spb_grpc.MessagingServiceStub(ch)
+
+
+def _msg(topic, body=b"x", **sp):
+    sp.setdefault("message_id", "01AABBCCDDEEFF000000000000000001")
+    sp.setdefault("message_type", pb.MessageType.NORMAL)
+    return pb.Message(topic=pb.Resource(name=topic), body=body, system_properties=pb.SystemProperties(**sp))
+
+
+def _send(stub, m):
+    return stub.SendMessage(spb.SendMessageRequest(messages=[m]), metadata=MD, timeout=5).status.code
+
+
+def _receive(stub, topic, *, invisible_ms=5000, group="GBad", wait_ms=0, **kw):
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name=group), message_queue=pb.MessageQueue(
+        topic=pb.Resource(name=topic)), batch_size=4, invisible_duration=ms_duration(invisible_ms),
+        long_polling_timeout=ms_duration(wait_ms), **kw)
+    return list(stub.ReceiveMessage(req, metadata=MD, timeout=10))
+
+
+def test_send_rejections(server, stub):
+    server.create_topic("Strict", 2)
+    assert _send(stub, _msg("bad topic!")) == Code.ILLEGAL_TOPIC
+    assert _send(stub, _msg("Strict", b"")) == Code.MESSAGE_BODY_EMPTY
+    too_big = b"z" * (server.broker.store.config.max_message_size + 1)
+    assert _send(stub, _msg("Strict", too_big)) == Code.MESSAGE_BODY_TOO_LARGE
+    assert _send(stub, _msg("Strict", message_id="")) == Code.ILLEGAL_MESSAGE_ID
+    assert _send(stub, _msg("Strict", tag="a|b")) == Code.ILLEGAL_MESSAGE_TAG
+    assert _send(stub, _msg("Strict", message_type=pb.MessageType.FIFO)) == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    far = ms_timestamp(int(time.time() * 1000) + FAST.max_delay_ms + 60_000)
+    assert _send(stub, _msg("Strict", message_type=pb.MessageType.DELAY, delivery_timestamp=far)) == \
+        Code.ILLEGAL_DELIVERY_TIME
+    reserved = _msg("Strict")
+    reserved.user_properties["UNIQ_KEY"] = "mine"
+    assert _send(stub, reserved) == Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+    assert server.call(lambda: sum(server.broker.store.max_offset("Strict", q) for q in range(2))) == 0
+
+
+def test_official_client_refuses_a_body_over_the_servers_limit(server):
+    from rocketmq import Producer
+    server.create_topic("Big")
+    p = Producer(client_config(server), ("Big",))
+    p.startup()
+    try:
+        limit = server.broker.store.config.max_message_size
+        wait_until(lambda: _published_limit(p) == limit, what="the server's settings to reach the producer")
+        with pytest.raises(Exception, match="exceeds"):
+            p.send(message("Big", b"z" * (limit + 1)))
+    finally:
+        p.shutdown()
+
+
+def _published_limit(producer):
+    return getattr(producer, "_Producer__max_body_size", None)
+
+
+def test_unknown_topic_without_auto_create(tmp_path):
+    s = ServerThread(tmp_path, auto_create_topic=False).start()
+    try:
+        with grpc.insecure_channel(s.access_point) as ch:
+            st = spb_grpc.MessagingServiceStub(ch)
+            route = st.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="Nowhere")), metadata=MD, timeout=5)
+            assert route.status.code == Code.TOPIC_NOT_FOUND and "Nowhere" in route.status.message
+            assert _send(st, _msg("Nowhere")) == Code.TOPIC_NOT_FOUND
+            [resp] = _receive(st, "Nowhere")
+            assert resp.status.code == Code.TOPIC_NOT_FOUND
+    finally:
+        s.shutdown()
+
+
+def test_receive_and_ack_rejections(server, stub):
+    server.create_topic("Picky")
+    assert _receive(stub, "Picky", invisible_ms=10)[0].status.code == Code.ILLEGAL_INVISIBLE_TIME
+    assert _receive(stub, "Picky", invisible_ms=13 * 3600_000)[0].status.code == Code.ILLEGAL_INVISIBLE_TIME
+    sql = pb.FilterExpression(type=pb.FilterType.SQL, expression="a > 1")
+    assert _receive(stub, "Picky", filter_expression=sql)[0].status.code == Code.ILLEGAL_FILTER_EXPRESSION
+    empty = _receive(stub, "Picky")
+    assert [r.WhichOneof("content") for r in empty] == ["status", "delivery_timestamp"]
+    assert empty[0].status.code == Code.MESSAGE_NOT_FOUND
+    for handle in ("garbage", "n:0:0:99:1"):
+        ack = stub.AckMessage(spb.AckMessageRequest(group=pb.Resource(name="GBad"), topic=pb.Resource(name="Picky"),
+                                                    entries=[spb.AckMessageEntry(message_id="m", receipt_handle=handle)]),
+                              metadata=MD, timeout=5)
+        assert ack.status.code == Code.INVALID_RECEIPT_HANDLE and ack.entries[0].status.code == ack.status.code
+    change = stub.ChangeInvisibleDuration(spb.ChangeInvisibleDurationRequest(
+        group=pb.Resource(name="GBad"), topic=pb.Resource(name="Picky"), receipt_handle="r:1:2:3:4",
+        invisible_duration=ms_duration(5000), message_id="m"), metadata=MD, timeout=5)
+    assert change.status.code == Code.INVALID_RECEIPT_HANDLE
+
+
+def test_official_client_receive_with_invisible_time_out_of_range(server):
+    from rocketmq import FilterExpression, SimpleConsumer
+    server.create_topic("Range")
+    c = SimpleConsumer(client_config(server), "GRange", {"Range": FilterExpression("*")}, await_duration=1)
+    c.startup()
+    try:
+        with pytest.raises(Exception, match="invisible"):
+            c.receive(1, 50_000)                          # 13.9 h: over the 12 h limit
+    finally:
+        c.shutdown()
+
+
+def test_client_vanishing_mid_receive_loses_nothing(server, stub):
+    server.create_topic("Vanish", 1)
+    assert _send(stub, _msg("Vanish", b"keep-me")) == Code.OK
+    wait_until(lambda: server.call(lambda: server.broker.store.max_offset("Vanish", 0)) == 1, what="dispatch")
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name="GVanish"), message_queue=pb.MessageQueue(
+        topic=pb.Resource(name="Vanish")), batch_size=4, invisible_duration=ms_duration(1000))
+    call = stub.ReceiveMessage(req, metadata=MD, timeout=10)
+    first = next(call)
+    assert first.status.code == Code.OK
+    call.cancel()                                         # gone before reading the message
+    again = wait_until(lambda: [r for r in _receive(stub, "Vanish", group="GVanish", wait_ms=2000)
+                                if r.HasField("message")], what="the message to come back")
+    assert again[0].message.body == b"keep-me" and again[0].message.system_properties.delivery_attempt == 2
+
+
+def test_telemetry_without_client_id_or_settings(tmp_path):
+    quick = dataclasses.replace(FAST, settings_timeout_s=0.5)
+    s = ServerThread(tmp_path, endpoint_settings=quick).start()
+    try:
+        with grpc.insecure_channel(s.access_point) as ch:
+            st = spb_grpc.MessagingServiceStub(ch)
+            no_id = list(st.Telemetry(iter([]), timeout=5))
+            assert no_id[0].status.code == Code.CLIENT_ID_REQUIRED
+            silent = st.Telemetry(_silent(), metadata=MD, timeout=10)
+            replies = list(silent)
+            assert [r.status.code for r in replies] == [Code.BAD_REQUEST] and "settings" in replies[0].status.message
+    finally:
+        s.shutdown()
+
+
+def _silent():
+    time.sleep(2)          # a client that opens the stream and never writes (the server gives up first)
+    return
+    yield
+
+
+def test_malformed_protobuf_is_answered_bad_request(server, stub):
+    with grpc.insecure_channel(server.access_point) as ch:
+        raw = ch.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage",
+                             request_serializer=lambda b: b, response_deserializer=spb.SendMessageResponse.FromString)
+        resp = raw(b"\xff\xff\xff\xff garbage", timeout=5)
+        assert resp.status.code == Code.BAD_REQUEST and "SendMessageRequest" in resp.status.message
+        stream = ch.unary_stream("/apache.rocketmq.v2.MessagingService/ReceiveMessage",
+                                 request_serializer=lambda b: b,
+                                 response_deserializer=spb.ReceiveMessageResponse.FromString)
+        assert [r.status.code for r in stream(b"\x0a\xff", timeout=5)] == [Code.BAD_REQUEST]
+    server.create_topic("StillUp")
+    assert _send(stub, _msg("StillUp")) == Code.OK
+
+
+def test_acl_accepts_a_signed_client_and_refuses_a_wrong_secret(tmp_path):
+    from rocketmq import ClientConfiguration, Credentials, Producer
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "plain_acl.yml").write_text(
+        'accounts:\n  - accessKey: grpc-user\n    secretKey: "g-secret"\n    admin: true\n')
+    s = ServerThread(tmp_path, acl_enable=True).start()
+    try:
+        s.create_topic("Guarded")
+        good = Producer(ClientConfiguration(s.access_point, Credentials("grpc-user", "g-secret"), request_timeout=5),
+                        ("Guarded",))
+        good.startup()
+        try:
+            assert good.send(message("Guarded", b"signed")).message_id
+        finally:
+            good.shutdown()
+        with grpc.insecure_channel(s.access_point) as ch:
+            st = spb_grpc.MessagingServiceStub(ch)
+            forged = "MQv2-HMAC-SHA1 Credential=grpc-user, SignedHeaders=x-mq-date-time, Signature=00ff"
+            md = [*MD, ("x-mq-date-time", "20260101T000000Z"), ("authorization", forged)]
+            resp = st.SendMessage(spb.SendMessageRequest(messages=[_msg("Guarded")]), metadata=md, timeout=5)
+            assert resp.status.code == Code.UNAUTHORIZED and "signature" in resp.status.message
+            unsigned = st.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="Guarded")), metadata=MD, timeout=5)
+            assert unsigned.status.code == Code.UNAUTHORIZED
+    finally:
+        s.shutdown()
+
+
+def test_settings_are_merged_and_a_second_stream_replaces_the_first(server):
+    import queue
+    server.set_group("GFifoSettings", consume_message_orderly=True, retry_max_times=4)
+    settings = pb.Settings(client_type=pb.ClientType.PUSH_CONSUMER, subscription=pb.Subscription(
+        group=pb.Resource(name="GFifoSettings")))
+    outgoing: queue.Queue = queue.Queue()
+
+    def requests():
+        while (item := outgoing.get()) is not None:
+            yield item
+
+    with grpc.insecure_channel(server.access_point) as ch:
+        st = spb_grpc.MessagingServiceStub(ch)
+        first = st.Telemetry(requests(), metadata=MD, timeout=20)
+        outgoing.put(spb.TelemetryCommand(settings=settings))
+        reply = next(first)
+        assert reply.status.code == Code.OK
+        sub = reply.settings.subscription
+        assert sub.fifo and sub.receive_batch_size == 32 and sub.long_polling_timeout.seconds == 3
+        assert reply.settings.backoff_policy.max_attempts == 5
+        assert len(reply.settings.backoff_policy.customized_backoff.next) == 18
+        second = st.Telemetry(iter([spb.TelemetryCommand(settings=settings)]), metadata=MD, timeout=20)
+        assert next(second).status.code == Code.OK
+        assert list(first) == []                          # the older stream was ended by the server
+        outgoing.put(None)
+
+
+def test_forward_to_dead_letter_queue_by_receipt_handle(server, stub):
+    import hashlib
+    server.create_topic("Fwd", 1)
+    assert _send(stub, _msg("Fwd", b"give-up", message_id="01AABBCCDDEEFF00000000000000F0F0")) == Code.OK
+    got = wait_until(lambda: [r.message for r in _receive(stub, "Fwd", group="GFwd", wait_ms=2000)
+                              if r.HasField("message")], what="the message")
+    sp = got[0].system_properties
+    assert sp.body_digest.type == pb.DigestType.MD5
+    assert sp.body_digest.checksum == hashlib.md5(b"give-up").hexdigest().upper()
+    fwd = stub.ForwardMessageToDeadLetterQueue(spb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name="GFwd"), topic=pb.Resource(name="Fwd"), receipt_handle=sp.receipt_handle,
+        message_id=sp.message_id, delivery_attempt=1, max_delivery_attempts=16), metadata=MD, timeout=5)
+    assert fwd.status.code == Code.OK
+    dlq = wait_until(lambda: server.call(lambda: server.broker.store.query_by_key("%DLQ%GFwd", sp.message_id)))
+    assert dlq[0].body == b"give-up" and dlq[0].properties["DLQ_ORIGIN_TOPIC"] == "Fwd"
+    again = stub.ForwardMessageToDeadLetterQueue(spb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name="GFwd"), topic=pb.Resource(name="Fwd"), receipt_handle=sp.receipt_handle,
+        message_id=sp.message_id), metadata=MD, timeout=5)
+    assert again.status.code == Code.INVALID_RECEIPT_HANDLE          # done: the handle is spent
+    assert server.call(lambda: server.broker.offsets.query("GFwd", "Fwd", 0)) == 1
+
+
+def test_a_port_in_use_fails_start_and_leaves_nothing_running(server):
+    from rocketq.grpc_endpoint import GrpcEndpoint
+    listeners = server.call(lambda: len(server.broker.store.arrival_listeners))
+
+    async def clash():
+        with pytest.raises(RuntimeError):
+            await GrpcEndpoint(server.broker, host="127.0.0.1", port=server.endpoint.port).start()
+    server.run(clash())
+    assert server.call(lambda: len(server.broker.store.arrival_listeners)) == listeners
