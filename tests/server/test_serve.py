@@ -24,6 +24,7 @@ def start_serve(tmp_path, *args):
     if not match:
         proc.kill()
         raise AssertionError(f"no boot line: {line!r}; stderr: {proc.stderr.read()}")
+    proc.boot_line = line
     return proc, int(match.group(1)), int(match.group(2))
 
 
@@ -71,3 +72,20 @@ def test_serve_refuses_a_bad_config_in_one_line(tmp_path):
     assert res.returncode == 1
     assert res.stderr.strip().splitlines() == [
         f"rocketq: error: {conf}:2: unknown key 'brokerNmae' (did you mean 'brokerName'?)"]
+
+
+def test_serve_also_serves_grpc(tmp_path):
+    import grpc
+
+    proc, _, _ = start_serve(tmp_path, "--grpc-port", "0")
+    try:
+        # the boot line names the gRPC address; an HTTP/2 channel to it becomes ready (the RPCs are
+        # tested against the endpoint itself in tests/grpc_endpoint)
+        port = int(re.search(r"gRPC [\d.]+:(\d+)", proc.boot_line).group(1))
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(channel).result(timeout=20)
+        channel.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0
