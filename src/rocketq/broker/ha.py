@@ -28,6 +28,8 @@ import contextlib
 import logging
 import struct
 
+from rocketq.common.aio import cancel_and_wait, wait_event
+
 log = logging.getLogger(__name__)
 
 MAX_CHUNK = 1 << 20
@@ -116,9 +118,7 @@ class HAMaster:
             if offset >= end:
                 self._new_data.clear()
                 if cl.max_offset() <= offset:
-                    try:
-                        await asyncio.wait_for(self._new_data.wait(), HEARTBEAT_INTERVAL_S)
-                    except TimeoutError:
+                    if not await wait_event(self._new_data, HEARTBEAT_INTERVAL_S):
                         writer.write(_HEAD.pack(offset, 0))
                         await writer.drain()
                 continue
@@ -148,9 +148,7 @@ class HASlave:
         return self
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         while True:

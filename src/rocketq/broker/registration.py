@@ -16,6 +16,7 @@ import json
 import logging
 import zlib
 
+from rocketq.common.aio import wait_event
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,7 @@ class NameServerRegistrar:
     async def _loop(self) -> None:
         """Every 30 s, and at once after a topic change (the first registration is the broker's start)."""
         while True:
-            try:
-                await asyncio.wait_for(self._kick.wait(), REGISTER_PERIOD_S)
-            except TimeoutError:
-                pass
+            await wait_event(self._kick, REGISTER_PERIOD_S)
             self._kick.clear()             # before sending: a change during the send triggers another one
             await self.register_once()
 

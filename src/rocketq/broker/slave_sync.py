@@ -15,6 +15,7 @@ import logging
 from rocketq.broker.subscription_groups import SubscriptionGroupConfig
 from rocketq.broker.topic_config import TopicConfig
 from rocketq.common import fastjson
+from rocketq.common.aio import cancel_and_wait
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
 log = logging.getLogger(__name__)
@@ -33,9 +34,7 @@ class SlaveSync:
         self._task = asyncio.create_task(self._loop())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
         if self._client is not None:
             await self._client.close()
 

@@ -30,6 +30,7 @@ from rocketq.client.model import (
     PullStatus,
 )
 from rocketq.client.offset_store import LocalOffsetStore, RemoteOffsetStore
+from rocketq.common.aio import wait_event
 from rocketq.common.javahash import tag_hash
 from rocketq.common.sysflag import RETRY_GROUP_TOPIC_PREFIX
 from rocketq.remoting import RequestCode
@@ -153,8 +154,7 @@ class ConsumerBase:
 
     async def _rebalance_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_now.wait(), REBALANCE_INTERVAL_S)
+            await wait_event(self._rebalance_now, REBALANCE_INTERVAL_S)
             self._rebalance_now.clear()
             try:
                 await self.rebalance()

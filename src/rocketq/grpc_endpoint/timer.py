@@ -37,6 +37,7 @@ import time
 import zlib
 from pathlib import Path
 
+from rocketq.common.aio import cancel_and_wait, wait_event
 from rocketq.common.sysflag import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
 from rocketq.grpc_endpoint.convert import PROPERTY_TIMER_DELIVER_MS
 from rocketq.store.results import GetStatus
@@ -122,12 +123,7 @@ class Timer:
         self._task = asyncio.create_task(self._run())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         self.persist()
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -149,10 +145,7 @@ class Timer:
             if self._heap:
                 sleep = min(sleep, max(0.0, (self._heap[0][0] - self._now_ms()) / 1000))
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), sleep)
-            except TimeoutError:
-                pass
+            await wait_event(self._wake, sleep)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
