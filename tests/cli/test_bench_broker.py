@@ -19,3 +19,10 @@ def test_bench_replication_smoke(invoke, tmp_path):
     report = json.loads((tmp_path / "r.json").read_text())
     assert all(v["msgs_per_s"][0] > 0 for v in report["produce_1KiB_64_senders"].values())
     assert report["failover_read_from_slave_s"][0] > 0 and report["failover_send_to_other_master_s"][0] > 0
+
+
+def test_bench_grpc_smoke(invoke, tmp_path):
+    res = invoke("bench", "grpc", "--runs", "1", "--count", "50", "--json", tmp_path / "g.json")
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "g.json").read_text())
+    assert all(v > 0 for v in report["ratios"].values())

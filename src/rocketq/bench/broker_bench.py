@@ -52,19 +52,23 @@ class Scenario:
 class ServeProcess:
     """``rocketq serve`` on free ports in a temporary store, stopped (SIGTERM) on exit."""
 
-    def __init__(self, root: Path, *extra: str):
-        self.root, self.extra = root, extra
+    def __init__(self, root: Path, *extra: str, grpc: bool = False):
+        self.root, self.extra, self.grpc = root, extra, grpc
 
     def __enter__(self) -> ServeProcess:
+        grpc_args = ["--grpc-port", "0"] if self.grpc else ["--no-grpc"]
         cmd = [sys.executable, "-m", "rocketq.cli.main", "serve", "--store-path", str(self.root), "--host",
-               "127.0.0.1", "--port", "0", "--namesrv-port", "0", "--no-grpc", *self.extra]
+               "127.0.0.1", "--port", "0", "--namesrv-port", "0", *grpc_args, *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         ready, _, _ = select.select([self.proc.stdout], [], [], 60)
-        match = BOOT.search(self.proc.stdout.readline() if ready else "")
+        line = self.proc.stdout.readline() if ready else ""
+        match = BOOT.search(line)
         if not match:
             self.proc.kill()
             raise RuntimeError("rocketq serve did not start")
         self.namesrv = f"127.0.0.1:{match.group(1)}"
+        grpc_match = re.search(r"gRPC [\d.]+:(\d+)", line)
+        self.grpc_endpoint = f"127.0.0.1:{grpc_match.group(1)}" if grpc_match else None
         return self
 
     def __exit__(self, *exc) -> None:

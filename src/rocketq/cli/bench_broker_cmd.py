@@ -96,3 +96,27 @@ def bench_compare(runs: int, backlog: int, quick: bool, out_dir: Path | None) ->
     where = out_dir or "bench-results/"
     out().print(f"report, results.json and charts written to {where}; systems skipped: "
                 f"{', '.join(results['skipped']) or 'none'}")
+
+
+@bench.command("grpc")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--count", type=click.IntRange(min=10), default=3000, show_default=True, help="Messages per send scenario.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None)
+def bench_grpc(runs: int, count: int, json_out: Path | None) -> None:
+    """The official 5.x client over gRPC beside rocketq's client over remoting, same server, same run."""
+    from rocketq.bench.grpc_bench import run_grpc_bench
+    bar, task = step_progress(None, "starting")
+    with bar:
+        report = run_grpc_bench(runs=runs, n=count, progress=lambda label: bar.update(task, description=label))
+    ratios = report.pop("ratio gRPC / remoting (medians)")
+    table = Table(title=f"1 KiB, {runs} run(s), msgs/s min / median / max")
+    table.add_column("scenario")
+    for path in report:
+        table.add_column(path)
+    table.add_column("gRPC / remoting")
+    for scenario in ratios:
+        table.add_row(scenario, *(" / ".join(f"{v:,.0f}" for v in report[p][scenario]) for p in report),
+                      f"{ratios[scenario]:.2f}")
+    out().print(table)
+    if json_out is not None:
+        json_out.write_text(json.dumps(dict(report, ratios=ratios), indent=2))
