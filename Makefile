@@ -17,7 +17,7 @@ $(VENV)/.installed: $(PY) pyproject.toml
 	touch $@
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet -e '.[test,bench,spark]'
 	touch $@
 
 run: $(VENV)/.installed

@@ -168,6 +168,15 @@ class MQClientAPI:
     async def pull(self, addr: str, mq: MessageQueue, group: str, offset: int, *, max_nums: int = 32,
                    expression: str = "*", suspend_ms: int = 0, commit_offset: int = -1,
                    timeout_s: float | None = None) -> PullResult:
+        result, body = await self.pull_raw(addr, mq, group, offset, max_nums=max_nums, expression=expression,
+                                           suspend_ms=suspend_ms, commit_offset=commit_offset, timeout_s=timeout_s)
+        result.messages = split_records(body) if body else []
+        return result
+
+    async def pull_raw(self, addr: str, mq: MessageQueue, group: str, offset: int, *, max_nums: int = 32,
+                       expression: str = "*", suspend_ms: int = 0, commit_offset: int = -1,
+                       timeout_s: float | None = None) -> tuple[PullResult, bytes]:
+        """PULL_MESSAGE with the found records left as the broker sent them (store format, back to back)."""
         flags = (PULL_FLAG_SUSPEND if suspend_ms else 0) | (PULL_FLAG_COMMIT_OFFSET if commit_offset >= 0 else 0)
         header = {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
                   "maxMsgNums": max_nums, "sysFlag": flags | PULL_FLAG_SUBSCRIPTION,
@@ -176,9 +185,9 @@ class MQClientAPI:
         wait = (timeout_s or self.timeout_s) + suspend_ms / 1000
         r = await self.invoke(addr, RequestCode.PULL_MESSAGE, header, timeout_s=wait, expect=tuple(_PULL_STATUS))
         f = r.ext_fields
-        msgs = split_records(r.body) if r.code == ResponseCode.SUCCESS else []
+        body = r.body if r.code == ResponseCode.SUCCESS else b""
         return PullResult(_PULL_STATUS[r.code], int(f.get("nextBeginOffset", offset)), int(f.get("minOffset", 0)),
-                          int(f.get("maxOffset", 0)), msgs)
+                          int(f.get("maxOffset", 0)), []), body
 
     async def query_offset(self, addr: str, group: str, mq: MessageQueue) -> int:
         """The group's committed offset, or -1 when it has none."""

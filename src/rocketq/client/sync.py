@@ -19,6 +19,7 @@ too.  One loop thread serves all wrappers of a process.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import threading
 
@@ -39,6 +40,11 @@ def _loop() -> asyncio.AbstractEventLoop:
             threading.Thread(target=loop.run_forever, name="rocketq-client-loop", daemon=True).start()
             _LOOP = loop
         return _LOOP
+
+
+def submit(coro) -> concurrent.futures.Future:
+    """Start *coro* on the client loop thread without waiting; its future."""
+    return asyncio.run_coroutine_threadsafe(coro, _loop())
 
 
 def run(coro, timeout_s: float | None = 60.0):

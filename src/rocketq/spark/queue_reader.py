@@ -1,0 +1,123 @@
+"""Reading one queue's offset range from a broker as Arrow batches (the topic source's task).
+
+The task pulls ``[start, end)`` with PULL_MESSAGE (up to 1,024 messages or 4 MiB a pull, the
+broker's caps) and decodes each response body, which holds the records in store format, with
+:func:`rocketq.spark.decode.decode`.  A tag filter is sent to the broker (it filters by tag hash)
+and re-checked exactly here.
+
+Data loss (``failOnDataLoss``, as in Spark's Kafka source): when the broker no longer has the
+offsets asked for (expired segments, a recreated queue), the task fails with a message naming the
+queue and offsets, or, with ``failOnDataLoss=false``, logs a warning and goes on from what is
+there.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rocketq.client.model import MQClientError, PullStatus
+from rocketq.spark import broker_io
+from rocketq.spark.decode import decode
+from rocketq.store.scan import find_records
+
+log = logging.getLogger(__name__)
+
+MAX_PULL_MESSAGES = 1024
+
+
+class DataLossError(RuntimeError):
+    """Offsets a query needed are gone from the broker."""
+
+
+@dataclass(frozen=True)
+class QueueTask:
+    ref: broker_io.QueueRef
+    start: int
+    end: int
+    group: str
+    tags: tuple[str, ...] = ()           # empty: every tag
+    fail_on_data_loss: bool = True
+    namesrvs: tuple[str, ...] = ()
+
+
+def _expression(tags: tuple[str, ...]) -> str:
+    return " || ".join(tags) if tags else "*"
+
+
+def read_queue(task: QueueTask) -> Iterator[pa.RecordBatch]:
+    ref = task.ref
+    offset = task.start
+    tag_set = pa.array(sorted(task.tags), pa.string()) if task.tags else None
+    idle = 0
+    while offset < task.end:
+        result, body = _pull(task, ref, offset)
+        status = result.status
+        if status == PullStatus.FOUND:
+            idle = 0
+            pos, sizes, _ = find_records(body, 0, len(body))
+            for batch in decode(body, 0, pos, sizes, broker=ref.broker, store_columns=False):
+                batch = _keep(batch, offset, task.end, tag_set)
+                if batch.num_rows:
+                    yield batch
+            offset = max(result.next_begin_offset, offset + 1)
+        elif status == PullStatus.NO_MATCHED_MSG:
+            offset = max(result.next_begin_offset, offset + 1)
+        elif status == PullStatus.OFFSET_ILLEGAL or (status == PullStatus.NO_NEW_MSG and result.max_offset < task.end):
+            offset = _lost(task, offset, result)
+            if offset is None:
+                return
+        else:                     # NO_NEW_MSG below max: the dispatcher is behind; ask again a few times
+            idle += 1
+            if idle > 50:
+                raise DataLossError(f"{_where(task)}: the broker reports no messages at offset {offset} "
+                                    f"though its max offset is {result.max_offset}")
+
+
+def _pull(task: QueueTask, ref: broker_io.QueueRef, offset: int):
+    n = min(MAX_PULL_MESSAGES, task.end - offset)
+    try:
+        return broker_io.call(broker_io.api().pull_raw(ref.addr, ref.mq, task.group, offset, max_nums=n,
+                                                       expression=_expression(task.tags), suspend_ms=0))
+    except MQClientError as exc:
+        if exc.code >= 0 or not task.namesrvs:
+            raise
+        # the broker is unreachable: ask the NameServer where the queue is now (a slave may serve reads)
+        moved = [q for q in broker_io.Catalog(list(task.namesrvs)).queues([ref.topic], missing_ok=True)
+                 if (q.broker, q.queue_id) == (ref.broker, ref.queue_id) and q.addr != ref.addr]
+        if not moved:
+            raise
+        return broker_io.call(broker_io.api().pull_raw(moved[0].addr, ref.mq, task.group, offset, max_nums=n,
+                                                       expression=_expression(task.tags), suspend_ms=0))
+
+
+def _keep(batch: pa.RecordBatch, lo: int, hi: int, tag_set) -> pa.RecordBatch:
+    qoff = batch.column("queue_offset")
+    mask = pc.and_(pc.greater_equal(qoff, lo), pc.less(qoff, hi))
+    if tag_set is not None:
+        mask = pc.and_(mask, pc.fill_null(pc.is_in(batch.column("tags"), value_set=tag_set), False))
+    if pc.all(mask).as_py():
+        return batch
+    return batch.filter(mask)
+
+
+def _where(task: QueueTask) -> str:
+    r = task.ref
+    return f"topic {r.topic} broker {r.broker} queue {r.queue_id} (at {r.addr})"
+
+
+def _lost(task: QueueTask, offset: int, result) -> int | None:
+    """Where to go on after offsets are missing, or None to end the task; raises when told to fail."""
+    lo, hi = result.min_offset, result.max_offset
+    text = (f"{_where(task)}: offsets {offset}..{task.end - 1} were asked for but the broker holds "
+            f"{lo}..{hi - 1} (messages expired or the queue was recreated)")
+    if task.fail_on_data_loss:
+        raise DataLossError(text + "; set failOnDataLoss=false to skip what is missing")
+    log.warning("%s; skipping to what is there", text)
+    if offset < lo < task.end:
+        return lo
+    return None

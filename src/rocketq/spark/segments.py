@@ -1,0 +1,93 @@
+"""Finding and opening CommitLog segment files for the store source and the bulk jobs.
+
+A store directory is a local path (or ``file://`` URI), read through ``mmap``; any other URI
+(``s3://``, ``gs://``, ``hdfs://``, ...) is opened with ``pyarrow.fs`` and a segment is read
+into memory whole.  Segments are the files of ``<store>/commitlog`` named by the 20-digit log
+offset of their first byte.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from rocketq.spark.options import OptionError
+
+
+@dataclass(frozen=True)
+class Segment:
+    path: str            # local path or URI of the file
+    base: int            # log offset of its first byte
+    size: int            # file size
+
+
+def _local(path: str) -> str | None:
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        return parsed.path if parsed.scheme == "file" else path
+    if len(parsed.scheme) == 1:          # a Windows drive letter
+        return path
+    return None
+
+
+def _join(root: str, name: str) -> str:
+    return root.rstrip("/") + "/" + name
+
+
+def list_segments(store: str) -> list[Segment]:
+    """The store's CommitLog segments in log order; a clear error when *store* is not a store."""
+    local = _local(store)
+    if local is not None:
+        directory = os.path.join(local, "commitlog")
+        if not os.path.isdir(local):
+            raise OptionError(f"store path {store!r} does not exist or is not a directory")
+        if not os.path.isdir(directory):
+            raise OptionError(f"{store!r} is not a rocketq store: it has no commitlog directory")
+        names = sorted(n for n in os.listdir(directory) if n.isdigit() and len(n) == 20)
+        return [Segment(os.path.join(directory, n), int(n), os.path.getsize(os.path.join(directory, n)))
+                for n in names]
+    from pyarrow import fs
+    filesystem, root = fs.FileSystem.from_uri(store)
+    infos = filesystem.get_file_info(fs.FileSelector(_join(root, "commitlog"), allow_not_found=True))
+    if not infos:
+        raise OptionError(f"{store!r} is not a rocketq store: no commitlog segments under it")
+    scheme = urlparse(store).scheme
+    return sorted((Segment(f"{scheme}://{i.path}", int(i.base_name), i.size) for i in infos
+                   if i.base_name.isdigit() and len(i.base_name) == 20), key=lambda s: s.base)
+
+
+class OpenSegment:
+    """A segment's bytes (``buffer``) for the duration of a ``with`` block."""
+
+    def __init__(self, segment: Segment):
+        self.segment = segment
+        self._file = None
+        self._map = None
+        self.buffer = None
+
+    def __enter__(self) -> OpenSegment:
+        local = _local(self.segment.path)
+        if local is not None:
+            self._file = open(local, "rb")
+            size = os.fstat(self._file.fileno()).st_size
+            if size:
+                self._map = mmap.mmap(self._file.fileno(), size, access=mmap.ACCESS_READ)
+            self.buffer = self._map if self._map is not None else b""
+        else:
+            from pyarrow import fs
+            filesystem, path = fs.FileSystem.from_uri(self.segment.path)
+            with filesystem.open_input_file(path) as f:
+                self.buffer = f.read()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.buffer = None
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:          # Arrow arrays still point into it: the GC unmaps later
+                pass
+        if self._file is not None:
+            self._file.close()
