@@ -103,10 +103,12 @@ def _register() -> None:
     from rocketq.cli.serve_cmd import broker, serve
     from rocketq.namesrv.cli import namesrv
     from rocketq.cli.run_cmd import run
+    from rocketq.cli.spark_cmd import spark
     from rocketq.cli.store_cmd import store
 
     cli.add_command(run)
     cli.add_command(store)
+    cli.add_command(spark)
     cli.add_command(bench)
     cli.add_command(serve)
     cli.add_command(broker)
