@@ -136,14 +136,17 @@ class MQClientAPI:
     # -- producing ---------------------------------------------------------------------------
 
     async def send(self, addr: str, mq: MessageQueue, msg: Message, group: str, *,
-                   batch: list[Message] | None = None, timeout_s: float | None = None) -> SendResult:
-        """SEND_MESSAGE_V2 for *msg*, or SEND_BATCH_MESSAGE for *batch* (all of mq's topic)."""
+                   batch: list[Message] | None = None, encoded: bytes | None = None,
+                   timeout_s: float | None = None) -> SendResult:
+        """SEND_MESSAGE_V2 for *msg*, or SEND_BATCH_MESSAGE for *batch* or an *encoded* batch body
+        (all of mq's topic; *msg* then only gives the header's topic and flags)."""
         header = {"a": group, "b": mq.topic, "c": "TBW102", "d": 4, "e": mq.queue_id, "f": msg.sys_flag,
                   "g": int(time.time() * 1000), "h": msg.flag, "i": msg.properties_string(),
                   "j": msg.reconsume_times, "k": False}
-        if batch is not None:
+        if batch is not None or encoded is not None:
             header["m"] = True
-            body = encode_batch([(m.flag, m.body, m.properties_string()) for m in batch])
+            body = encoded if encoded is not None else encode_batch([(m.flag, m.body, m.properties_string())
+                                                                     for m in batch])
             code = RequestCode.SEND_BATCH_MESSAGE
         else:
             body, code = msg.body, RequestCode.SEND_MESSAGE_V2

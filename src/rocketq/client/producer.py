@@ -149,12 +149,20 @@ class Producer:
             self._prepare(m)
         return await self._send_with_retries(msgs[0], msgs, queue, None, None, None)
 
+    async def send_encoded_batch(self, topic: str, body: bytes, *, queue: MessageQueue | None = None) -> SendResult:
+        """Send a SEND_BATCH_MESSAGE body the caller encoded (records as :func:`encode_batch` writes
+        them, each with its own properties and UNIQ_KEY); retried like :meth:`send_batch`."""
+        if not body:
+            raise MQClientError(-1, "send_encoded_batch needs at least one message")
+        return await self._send_with_retries(Message(topic, b""), None, queue, None, None, None, encoded=body)
+
     async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None) -> None:
         self._prepare(msg)
         mq = queue or self._pick(await self.queues(msg.topic), None)
         await self.instance.api.send_oneway(await self._broker_addr(mq), mq, msg, self.group)
 
-    async def _send_with_retries(self, msg, batch, queue, sharding_key, selector, arg) -> SendResult:
+    async def _send_with_retries(self, msg, batch, queue, sharding_key, selector, arg, *,
+                                 encoded: bytes | None = None) -> SendResult:
         pinned = queue is not None or sharding_key is not None or selector is not None
         attempts = 1 if pinned else 1 + self.retries
         avoid: str | None = None
@@ -174,7 +182,8 @@ class Producer:
                 mq = self._pick(queues, avoid)
             try:
                 addr = await self._broker_addr(mq)
-                return await self.instance.api.send(addr, mq, msg, self.group, batch=batch, timeout_s=self.timeout_s)
+                return await self.instance.api.send(addr, mq, msg, self.group, batch=batch, encoded=encoded,
+                                                    timeout_s=self.timeout_s)
             except MQClientError as exc:
                 last = exc
                 if exc.code not in RETRYABLE:

@@ -155,6 +155,17 @@ class Properties:
         return self.values.take(pa.array(take, mask=take < 0))
 
 
+def _same_or_slices(data: pa.Buffer, u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """A string column that is usually one value repeated (the topic): checked, then repeated."""
+    n = len(starts)
+    first = int(lengths[0])
+    if (lengths == first).all() and first <= 255:
+        cells = _window(u8, starts, max(first, 1))[:, :first]
+        if (cells == cells[0]).all():
+            return pa.repeat(pa.scalar(bytes(cells[0]).decode(errors="replace"), pa.string()), n)
+    return slices(data, u8, starts, lengths, pa.string())
+
+
 def _timestamps(ms: np.ndarray) -> pa.Array:
     return pa.array(ms.astype(np.int64) * 1000, type=TIMESTAMP)
 
@@ -203,9 +214,11 @@ def _decode_plain(buf, u8, pos, h, broker, schema) -> pa.RecordBatch:
     if (sysflag & COMPRESSED).any():
         body = _inflate(body, sysflag)
     phys = h["phys"].astype(np.int64)
-    host = np.ascontiguousarray(h["store_host"]).view(np.uint8).reshape(n, 8)
+    uniq = props.get("UNIQ_KEY")
+    msg_id = uniq if uniq.null_count == 0 else pc.coalesce(uniq, offset_msg_ids(
+        np.ascontiguousarray(h["store_host"]).view(np.uint8).reshape(n, 8), phys))
     columns = {
-        "topic": slices(data, u8, topic_pos + 1, topic_len, pa.string()),
+        "topic": _same_or_slices(data, u8, topic_pos + 1, topic_len),
         "broker": pa.nulls(n, pa.string()) if broker is None else pa.repeat(pa.scalar(broker, pa.string()), n),
         "queue_id": pa.array(h["qid"].astype(np.int32)),
         "queue_offset": pa.array(h["qoff"].astype(np.int64)),
@@ -213,7 +226,7 @@ def _decode_plain(buf, u8, pos, h, broker, schema) -> pa.RecordBatch:
         "tags": props.get("TAGS"),
         "body": body,
         "properties": props.map,
-        "msg_id": pc.coalesce(props.get("UNIQ_KEY"), offset_msg_ids(host, phys)),
+        "msg_id": msg_id,
         "born_timestamp": _timestamps(h["born_ts"]),
         "store_timestamp": _timestamps(h["store_ts"]),
         "reconsume_times": pa.array(h["recon"].astype(np.int32)),

@@ -14,6 +14,7 @@ there.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -27,7 +28,9 @@ from rocketq.store.scan import find_records
 
 log = logging.getLogger(__name__)
 
-MAX_PULL_MESSAGES = 1024
+MAX_PULL_MESSAGES = 1024          # the broker's cap per pull (and the Java client's pullBatchSize limit)
+PULL_WINDOW = 4                   # pulls in flight per task
+DECODE_ROWS = 8192                # rows decoded together (per-batch costs are paid once per this many)
 
 
 class DataLossError(RuntimeError):
@@ -50,49 +53,80 @@ def _expression(tags: tuple[str, ...]) -> str:
 
 
 def read_queue(task: QueueTask) -> Iterator[pa.RecordBatch]:
-    ref = task.ref
-    offset = task.start
+    """The task's messages, decoded ``DECODE_ROWS`` at a time, with up to ``PULL_WINDOW`` pulls in flight.
+
+    Pulls ahead are issued for the offsets the answers before them will end at (a pull of n
+    units normally consumes exactly n, filtered or not); when an answer ends elsewhere (the byte
+    cap, data loss), the pulls ahead are dropped and the walk goes on from where it really is.
+    """
     tag_set = pa.array(sorted(task.tags), pa.string()) if task.tags else None
-    idle = 0
+    bodies: list[bytes] = []
+    pending_rows = 0
+    offset, idle = task.start, 0
+    window: deque = deque()
+    ahead = offset
     while offset < task.end:
-        result, body = _pull(task, ref, offset)
+        while len(window) < PULL_WINDOW and ahead < task.end:
+            n = min(MAX_PULL_MESSAGES, task.end - ahead)
+            window.append((ahead, n, broker_io.submit(_pull_async(task, task.ref, ahead, n))))
+            ahead += n
+        off, n, fut = window.popleft()
+        try:
+            result, body = fut.result(broker_io.CALL_TIMEOUT_S * 2)
+        except MQClientError as exc:
+            result, body = _pull_rerouted(task, off, n, exc)
         status = result.status
+        nxt = None
         if status == PullStatus.FOUND:
             idle = 0
-            pos, sizes, _ = find_records(body, 0, len(body))
-            for batch in decode(body, 0, pos, sizes, broker=ref.broker, store_columns=False):
-                batch = _keep(batch, offset, task.end, tag_set)
-                if batch.num_rows:
-                    yield batch
-            offset = max(result.next_begin_offset, offset + 1)
+            bodies.append(body)
+            pending_rows += n
+            nxt = max(result.next_begin_offset, off + 1)
         elif status == PullStatus.NO_MATCHED_MSG:
-            offset = max(result.next_begin_offset, offset + 1)
+            nxt = max(result.next_begin_offset, off + 1)
         elif status == PullStatus.OFFSET_ILLEGAL or (status == PullStatus.NO_NEW_MSG and result.max_offset < task.end):
-            offset = _lost(task, offset, result)
-            if offset is None:
-                return
+            nxt = _lost(task, off, result)
         else:                     # NO_NEW_MSG below max: the dispatcher is behind; ask again a few times
             idle += 1
             if idle > 50:
-                raise DataLossError(f"{_where(task)}: the broker reports no messages at offset {offset} "
+                raise DataLossError(f"{_where(task)}: the broker reports no messages at offset {off} "
                                     f"though its max offset is {result.max_offset}")
+            nxt = off
+        if nxt != off + n:                                   # the pulls ahead started at the wrong offsets
+            for _, _, f in window:
+                f.cancel()
+            window.clear()
+            ahead = nxt if nxt is not None else task.end
+        offset = nxt if nxt is not None else task.end
+        if bodies and (pending_rows >= DECODE_ROWS or offset >= task.end or not window):
+            yield from _decoded(b"".join(bodies), task, tag_set)
+            bodies, pending_rows = [], 0
 
 
-def _pull(task: QueueTask, ref: broker_io.QueueRef, offset: int):
-    n = min(MAX_PULL_MESSAGES, task.end - offset)
-    try:
-        return broker_io.call(broker_io.api().pull_raw(ref.addr, ref.mq, task.group, offset, max_nums=n,
-                                                       expression=_expression(task.tags), suspend_ms=0))
-    except MQClientError as exc:
-        if exc.code >= 0 or not task.namesrvs:
-            raise
-        # the broker is unreachable: ask the NameServer where the queue is now (a slave may serve reads)
-        moved = [q for q in broker_io.Catalog(list(task.namesrvs)).queues([ref.topic], missing_ok=True)
-                 if (q.broker, q.queue_id) == (ref.broker, ref.queue_id) and q.addr != ref.addr]
-        if not moved:
-            raise
-        return broker_io.call(broker_io.api().pull_raw(moved[0].addr, ref.mq, task.group, offset, max_nums=n,
-                                                       expression=_expression(task.tags), suspend_ms=0))
+def _decoded(body: bytes, task: QueueTask, tag_set) -> Iterator[pa.RecordBatch]:
+    pos, sizes, _ = find_records(body, 0, len(body), parallel=False)
+    for batch in decode(body, 0, pos, sizes, broker=task.ref.broker, store_columns=False):
+        batch = _keep(batch, task.start, task.end, tag_set)
+        if batch.num_rows:
+            yield batch
+
+
+async def _pull_async(task: QueueTask, ref: broker_io.QueueRef, offset: int, n: int):
+    return await broker_io.api().pull_raw(ref.addr, ref.mq, task.group, offset, max_nums=n,
+                                          expression=_expression(task.tags), suspend_ms=0)
+
+
+def _pull_rerouted(task: QueueTask, offset: int, n: int, exc: MQClientError):
+    """After a failed pull: when the broker is unreachable, ask the NameServer where the queue is
+    now (a slave may serve reads) and pull from there; other errors are raised."""
+    ref = task.ref
+    if exc.code >= 0 or not task.namesrvs:
+        raise exc
+    moved = [q for q in broker_io.Catalog(list(task.namesrvs)).queues([ref.topic], missing_ok=True)
+             if (q.broker, q.queue_id) == (ref.broker, ref.queue_id) and q.addr != ref.addr]
+    if not moved:
+        raise exc
+    return broker_io.call(_pull_async(task, moved[0], offset, n))
 
 
 def _keep(batch: pa.RecordBatch, lo: int, hi: int, tag_set) -> pa.RecordBatch:

@@ -11,8 +11,8 @@ Columns read from each row (any other column is ignored):
 ``sharding_key``  string: messages with the same key go to the same queue (RocketMQ's orderly send)
 
 Options: ``namesrv``, ``topic``, ``producerGroup`` (default ``rocketq-spark-sink``),
-``batchSize`` (messages per SEND_BATCH_MESSAGE, default 256), ``maxInFlight`` (batches awaiting
-an answer per task, default 4).
+``batchSize`` (messages per SEND_BATCH_MESSAGE, default 1024), ``maxInFlight`` (batches awaiting
+an answer per task, default 8).
 
 Every send result is checked: anything but SEND_OK (or a send error) fails the task, so Spark
 retries it or fails the write; no row is dropped silently.  Delivery into the topic is
@@ -25,14 +25,13 @@ import logging
 from concurrent import futures
 from dataclasses import dataclass
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from rocketq.client.model import SendStatus
 from rocketq.common.javahash import java_hash
-from rocketq.common.message import Message
 from rocketq.spark import broker_io
 from rocketq.spark import options as opt
+from rocketq.spark.sink_encode import RowError, chunks, encode
 
 log = logging.getLogger(__name__)
 
@@ -58,41 +57,15 @@ class _SinkSettings:
         self.namesrvs = [a.strip() for a in str(text).replace(",", ";").split(";") if a.strip()]
         self.topic = options.get("topic")
         self.group = options.get("producerGroup") or DEFAULT_GROUP
-        self.batch_size = opt.integer(options, "batchSize", 256, minimum=1)
-        self.in_flight = opt.integer(options, "maxInFlight", 4, minimum=1)
-
-
-def _messages(batch: pa.RecordBatch, default_topic: str | None, row0: int) -> list[tuple[Message, object]]:
-    """(message, destination hint) per row: hint is a queue id (int), a sharding key (str) or None."""
-    names = set(batch.schema.names)
-    if "body" not in names:
-        raise SinkError("the rows to write need a 'body' column (binary or string)")
-    cols = {n: batch.column(n).to_pylist() for n in ("topic", "body", "tags", "keys", "properties", "queue_id",
-                                                      "sharding_key") if n in names}
-    n = batch.num_rows
-    none = [None] * n
-    topics, bodies, tags, keys, props, qids, shard = (cols.get(c, none) for c in (
-        "topic", "body", "tags", "keys", "properties", "queue_id", "sharding_key"))
-    out = []
-    for i in range(n):
-        topic = topics[i] or default_topic
-        body = bodies[i]
-        if not topic:
-            raise SinkError(f"row {row0 + i}: no topic (set a 'topic' column or the 'topic' option)")
-        if not body:
-            raise SinkError(f"row {row0 + i} (topic {topic}): the body is null or empty")
-        if isinstance(body, str):
-            body = body.encode()
-        p = props[i]
-        msg = Message(topic, bytes(body), tags=tags[i], keys=keys[i], properties=dict(p) if p else {})
-        out.append((msg, qids[i] if qids[i] is not None else shard[i]))
-    return out
+        self.batch_size = opt.integer(options, "batchSize", 1024, minimum=1)
+        self.in_flight = opt.integer(options, "maxInFlight", 8, minimum=1)
 
 
 class _TaskSender:
     """Sends one task's rows with a producer of its own, a few batches in flight.
 
-    Rows are turned into messages on the task's thread; sends run on the client loop thread.
+    Rows are encoded on the task's thread (:mod:`rocketq.spark.sink_encode`); sends run on the
+    client loop thread.
     """
 
     def __init__(self, settings: _SinkSettings):
@@ -101,18 +74,18 @@ class _TaskSender:
         self.producer = broker_io.call(_make(Producer, settings.group, settings.namesrvs))
         self._queues: dict[str, list] = {}
 
-    def _destination(self, msg: Message, hint):
-        queues = self._queues.get(msg.topic)
+    def _destination(self, topic: str, hint):
+        if hint is None:
+            return None
+        queues = self._queues.get(topic)
         if queues is None:
-            queues = self._queues[msg.topic] = broker_io.call(self.producer.queues(msg.topic))
+            queues = self._queues[topic] = broker_io.call(self.producer.queues(topic))
         if isinstance(hint, int):
             for q in queues:
                 if q.queue_id == hint:
                     return q
-            raise SinkError(f"topic {msg.topic} has no writable queue {hint} (it has {len(queues)})")
-        if hint is not None:
-            return queues[abs(java_hash(str(hint))) % len(queues)]
-        return None
+            raise SinkError(f"topic {topic} has no writable queue {hint} (it has {len(queues)})")
+        return queues[abs(java_hash(str(hint))) % len(queues)]
 
     def send(self, batches) -> SentCount:
         try:
@@ -126,16 +99,18 @@ class _TaskSender:
         row0 = 0
         try:
             for batch in batches:
-                groups: dict = {}
-                for msg, hint in _messages(batch, self.s.topic, row0):
-                    groups.setdefault((msg.topic, self._destination(msg, hint)), []).append(msg)
+                try:
+                    groups = encode(batch, self.s.topic, row0)
+                except RowError as exc:
+                    raise SinkError(str(exc)) from None
                 row0 += batch.num_rows
-                for (_, q), msgs in groups.items():
-                    for chunk in _chunks(msgs, self.s.batch_size):
+                for group in groups:
+                    queue = self._destination(group.topic, group.hint)
+                    for body, count, nbytes in chunks(group, self.s.batch_size, MAX_BATCH_BYTES):
                         if len(pending) >= self.s.in_flight:
                             done, pending = futures.wait(pending, return_when=futures.FIRST_COMPLETED)
                             _count(done, sent)
-                        pending.add(broker_io.submit(self._send_chunk(chunk, q)))
+                        pending.add(broker_io.submit(self._send_chunk(group.topic, body, count, nbytes, queue)))
             done, pending = futures.wait(pending)
             _count(done, sent)
         finally:
@@ -143,29 +118,16 @@ class _TaskSender:
                 f.cancel()
         return sent
 
-    async def _send_chunk(self, chunk: list[Message], queue) -> tuple[int, int]:
-        result = await self.producer.send_batch(chunk, queue=queue) if len(chunk) > 1 \
-            else await self.producer.send(chunk[0], queue=queue)
+    async def _send_chunk(self, topic: str, body: bytes, count: int, nbytes: int, queue) -> tuple[int, int]:
+        result = await self.producer.send_encoded_batch(topic, body, queue=queue)
         if result.status != SendStatus.SEND_OK:
-            raise SinkError(f"the broker answered {result.status.name} for {len(chunk)} messages of topic "
-                            f"{chunk[0].topic} on {result.queue}")
-        return len(chunk), sum(len(m.body) for m in chunk)
+            raise SinkError(f"the broker answered {result.status.name} for {count} messages of topic "
+                            f"{topic} on {result.queue}")
+        return count, nbytes
 
 
 async def _make(cls, *args):
     return await cls(*args).start()
-
-
-def _chunks(msgs: list[Message], size: int):
-    chunk, nbytes = [], 0
-    for m in msgs:
-        if chunk and (len(chunk) >= size or nbytes + len(m.body) > MAX_BATCH_BYTES):
-            yield chunk
-            chunk, nbytes = [], 0
-        chunk.append(m)
-        nbytes += len(m.body)
-    if chunk:
-        yield chunk
 
 
 def _count(done, sent: SentCount) -> None:

@@ -66,15 +66,27 @@ class RowFilter:
         return batch if mask is None else batch.filter(mask)
 
 
+SEARCH_WINDOW = 1 << 20
+
+
 def first_record_at_or_after(buf, base: int, lo: int, hi: int) -> int | None:
-    """Segment-relative position of the first record starting in ``[lo, hi)``, or None."""
+    """Segment-relative position of the first record starting in ``[lo, hi)``, or None.
+
+    Searched window by window: the first record is normally a few hundred bytes from ``lo``, and
+    windows of zeros (the unwritten end of a segment) are passed over without a magic search.
+    """
     if lo == 0:
         return 0
     size = len(buf)
-    for cand in (_magic_positions_in(buf, lo, min(hi + 4, size)) - 4).tolist():
-        if cand >= lo and cand + PHYSICAL_OFFSET_POS + 8 <= size and \
-                struct.unpack_from(">q", buf, cand + PHYSICAL_OFFSET_POS)[0] == base + cand:
-            return cand
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    for w0 in range(lo, min(hi, size), SEARCH_WINDOW):
+        w1 = min(hi, size, w0 + SEARCH_WINDOW)
+        if not u8[w0:min(size, w1 + 4)].any():
+            continue
+        for cand in (_magic_positions_in(buf, w0, min(w1 + 4, size)) - 4).tolist():
+            if cand >= w0 and cand + PHYSICAL_OFFSET_POS + 8 <= size and \
+                    struct.unpack_from(">q", buf, cand + PHYSICAL_OFFSET_POS)[0] == base + cand:
+                return cand
     return None
 
 
@@ -89,7 +101,7 @@ def read_range(segment: Segment, lo: int, hi: int, *, max_record: int, check_crc
         limit = min(size, hi + max_record + RECORD_OVERHEAD)
         start = first_record_at_or_after(buf, segment.base, lo, hi)
         while start is not None and start < hi:
-            scan = scan_segment(buf, segment.base, start, limit, check_crc=check_crc)
+            scan = scan_segment(buf, segment.base, start, limit, check_crc=check_crc, parallel=False)
             mine = int(np.searchsorted(scan.positions, hi))
             for c in range(0, mine, chunk_records):
                 e = min(mine, c + chunk_records)

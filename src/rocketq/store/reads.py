@@ -11,13 +11,19 @@ Status rules (``DefaultMessageStore.getMessage``), ``max`` being the next offset
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Callable
+
+import numpy as np
 
 from rocketq.store.consume_queue import BLANK_SIZE
 from rocketq.store.record import StoredMessage
 from rocketq.store.results import GetMessageResult, GetStatus
 
 MAX_PULL_BYTES = 4 << 20
+# a queue's records are interleaved with other queues' in the log: read the span holding them in
+# one piece when it is at most this big (records of one segment), then cut them out
+SPAN_READ_MAX = 16 << 20
 
 
 class QueueReader:
@@ -48,34 +54,40 @@ class QueueReader:
         fast = self._contiguous(units, tag_codes, max_bytes)
         if fast is not None:
             return GetMessageResult(GetStatus.FOUND, fast, offset + len(fast), lo, hi)
-        read = self._log.read
-        log_min = self._log.min_offset()
-        messages = []
-        consumed = 0
-        removed = False
-        total_bytes = 0
-        for phy, size, tag in zip(units["phy"].tolist(), units["size"].tolist(), units["tag"].tolist()):
-            if messages and total_bytes + size > max_bytes:
-                break
-            consumed += 1
-            if size == BLANK_SIZE:
-                continue
-            if phy < log_min:
-                removed = True
-                continue
-            if tag_codes is not None and tag not in tag_codes:
-                continue
-            raw = read(phy, size)
-            if raw is None:
-                removed = True
-                continue
-            messages.append(StoredMessage(raw))
-            total_bytes += size
-        if messages:
+        phys, sizes = units["phy"].astype(np.int64), units["size"].astype(np.int64)
+        real = sizes != BLANK_SIZE
+        alive = real & (phys >= self._log.min_offset())
+        take = alive if tag_codes is None else alive & np.isin(units["tag"], np.fromiter(tag_codes, np.int64))
+        # stop before the unit that would push the answer past max_bytes (the first one always goes)
+        total = np.cumsum(np.where(take, sizes, 0))
+        over = np.flatnonzero(take & (total > max_bytes) & (total - sizes > 0))
+        consumed = int(over[0]) if len(over) else len(units)
+        chosen = np.flatnonzero(take[:consumed])
+        records, removed = self._read_records(phys[chosen], sizes[chosen])
+        removed = removed or bool((real[:consumed] & ~alive[:consumed]).any())
+        if records:
             status = GetStatus.FOUND
         else:
             status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
-        return GetMessageResult(status, messages, offset + consumed, lo, hi)
+        return GetMessageResult(status, records, offset + consumed, lo, hi)
+
+    def _read_records(self, phys: np.ndarray, sizes: np.ndarray) -> tuple[RecordRun | list, bool]:
+        """The records at *phys*: one read of the span they lie in when it is small, else one by one."""
+        if len(phys) == 0:
+            return [], False
+        first, end = int(phys.min()), int((phys + sizes).max())
+        span = self._log.read(first, end - first) if end - first <= SPAN_READ_MAX else None
+        if span is not None:
+            blob = b"".join(map(span.__getitem__, map(slice, (phys - first).tolist(), (phys + sizes - first).tolist())))
+        else:
+            parts = [self._log.read(p, n) for p, n in zip(phys.tolist(), sizes.tolist())]
+            kept = [p for p in parts if p is not None]
+            if len(kept) < len(parts):
+                return list(map(StoredMessage, kept)), True
+            blob = b"".join(kept)
+        cuts = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=cuts[1:])
+        return RecordRun(blob, cuts.tolist()), False
 
     def _contiguous(self, units, tag_codes, max_bytes) -> list | None:
         """The common case - units pointing at back-to-back records, no filter - with one read.
@@ -98,4 +110,32 @@ class QueueReader:
             return None
         cuts = (phys - first).tolist()
         cuts.append(end - first)
-        return list(map(StoredMessage, map(blob.__getitem__, map(slice, cuts[:-1], cuts[1:]))))
+        return RecordRun(blob, cuts)
+
+
+class RecordRun(Sequence):
+    """Back-to-back records read in one piece: ``blob`` is what a PULL_MESSAGE body carries, and
+    the :class:`StoredMessage` objects are made only if someone looks at them (a pull of 1,024
+    records then costs one slice, not 1,024 header parses)."""
+
+    __slots__ = ("blob", "_cuts", "_messages")
+
+    def __init__(self, blob: bytes, cuts: list[int]):
+        self.blob = blob
+        self._cuts = cuts
+        self._messages: list | None = None
+
+    def _all(self) -> list:
+        if self._messages is None:
+            cuts = self._cuts
+            self._messages = list(map(StoredMessage, map(self.blob.__getitem__, map(slice, cuts[:-1], cuts[1:]))))
+        return self._messages
+
+    def __len__(self) -> int:
+        return len(self._cuts) - 1
+
+    def __getitem__(self, i):
+        return self._all()[i]
+
+    def __iter__(self):
+        return iter(self._all())

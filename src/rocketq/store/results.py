@@ -135,4 +135,5 @@ class GetMessageResult:
     @property
     def raw(self) -> bytes:
         """The records concatenated in store format, as a PULL_MESSAGE response body carries them."""
-        return b"".join(m.raw for m in self.messages)
+        blob = getattr(self.messages, "blob", None)      # a RecordRun read in one piece
+        return blob if blob is not None else b"".join(m.raw for m in self.messages)

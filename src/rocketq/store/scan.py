@@ -41,9 +41,12 @@ class SegmentScan:
     error: RecordError | None      # why the walk stopped early, None at clean end of data
 
 
-def scan_segment(buf, base_offset: int, start: int, limit: int, *, check_crc: bool) -> SegmentScan:
-    pos_arr, size_arr, stop = find_records(buf, start, limit)
-    first_bad = _first_invalid(buf, pos_arr, size_arr, base_offset, check_crc)
+def scan_segment(buf, base_offset: int, start: int, limit: int, *, check_crc: bool,
+                 parallel: bool = True) -> SegmentScan:
+    """Walk and check records from *start*; *parallel* lets the large passes use a forked second core
+    (recovery; not where the caller already runs one task per core, as Spark's readers do)."""
+    pos_arr, size_arr, stop = find_records(buf, start, limit, parallel=parallel)
+    first_bad = _first_invalid(buf, pos_arr, size_arr, base_offset, check_crc, parallel)
     if first_bad is not None:
         stop = int(pos_arr[first_bad])
         pos_arr, size_arr = pos_arr[:first_bad], size_arr[:first_bad]
@@ -57,9 +60,9 @@ _MAGIC_V1_NATIVE = int.from_bytes(MAGIC_V1.to_bytes(4, "big"), sys.byteorder)
 PARALLEL_MAGIC_MIN_BYTES = 64 << 20
 
 
-def _magic_positions(buf, start: int, limit: int) -> np.ndarray:
+def _magic_positions(buf, start: int, limit: int, parallel: bool = True) -> np.ndarray:
     """Sorted byte positions p in [start+4, limit) holding the V1 record magic (two cores when large)."""
-    if limit - start < PARALLEL_MAGIC_MIN_BYTES:
+    if limit - start < PARALLEL_MAGIC_MIN_BYTES or not parallel:
         return _magic_positions_in(buf, start, limit)
     mid = (start + limit) // 2
     # the first half finds magics starting at or before mid, the second those starting after it
@@ -93,7 +96,7 @@ def _magic_positions_in(buf, start: int, limit: int) -> np.ndarray:
     return out
 
 
-def find_records(buf, start: int, limit: int) -> tuple[np.ndarray, np.ndarray, int]:
+def find_records(buf, start: int, limit: int, *, parallel: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
     """Record positions and sizes from *start*, following TOTALSIZE from magic candidates.
 
     Candidates come from :func:`_magic_positions`; the chain ``next = pos + size`` must land on
@@ -102,7 +105,7 @@ def find_records(buf, start: int, limit: int) -> tuple[np.ndarray, np.ndarray, i
     or damage), which the caller then classifies.  V2-magic records are taken one at a time.
     """
     empty = np.zeros(0, dtype=np.int64)
-    starts = _magic_positions(buf, start, limit) - 4
+    starts = _magic_positions(buf, start, limit, parallel) - 4
     if len(starts) == 0 or starts[0] > start:
         starts = empty
     u8 = np.frombuffer(buf, dtype=np.uint8)
@@ -199,7 +202,8 @@ def read_headers(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
 HEADER_CHUNK_RECORDS = 1 << 18      # headers are checked in 23 MiB pieces, which stay in cache and reuse memory
 
 
-def _first_invalid(buf, pos: np.ndarray, sizes: np.ndarray, base: int, check_crc: bool) -> int | None:
+def _first_invalid(buf, pos: np.ndarray, sizes: np.ndarray, base: int, check_crc: bool,
+                   parallel: bool = True) -> int | None:
     """Index of the first record failing a check, or None (vectorised header checks, then CRC).
 
     Records with IPv6 hosts or the V2 magic have other offsets; they are checked one by one.
@@ -220,8 +224,8 @@ def _first_invalid(buf, pos: np.ndarray, sizes: np.ndarray, base: int, check_crc
             break
     if check_crc:
         plain = ~special[:limit]
-        crc_bad = _first_crc_mismatch_parallel(buf, pos[:limit][plain], body_len[:limit][plain],
-                                               stored_crc[:limit][plain])
+        check = _first_crc_mismatch_parallel if parallel else _first_crc_mismatch
+        crc_bad = check(buf, pos[:limit][plain], body_len[:limit][plain], stored_crc[:limit][plain])
         if crc_bad is not None:
             return int(np.flatnonzero(plain)[crc_bad])
     return limit if limit < n else None
