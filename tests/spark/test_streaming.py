@@ -77,3 +77,46 @@ def test_available_now_stops_at_the_start_offsets_and_new_queues_are_discovered(
     query.awaitTermination(120)
     counts = dict(spark.read.parquet(str(out)).groupBy("topic").count().collect())
     assert counts == {"SparkDiscoverA": 110, "SparkDiscoverB": 40}
+
+
+_KILLED_QUERY = """
+import sys
+from rocketq.spark.session import get_session
+spark = get_session("local[2]")
+df = (spark.readStream.format("rocketq").option("namesrv", sys.argv[1]).option("topics", sys.argv[2])
+      .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "300").load())
+(df.writeStream.format("parquet").option("path", sys.argv[3]).option("checkpointLocation", sys.argv[4])
+   .trigger(processingTime="300 milliseconds").start().awaitTermination())
+"""
+
+
+def test_sigkill_of_the_driver_mid_stream_then_restart_loses_and_duplicates_nothing(spark, server, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    topic = "SparkKilled"
+    produce(server.namesrv, topic, 4, batch=1)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    producer = BackgroundProducer(server.namesrv, topic, 3000, batch=50, pause_s=0.02)
+    producer.start()
+    driver = subprocess.Popen([sys.executable, "-c", _KILLED_QUERY, server.namesrv, topic, str(out), str(ckpt)],
+                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: (ckpt / "commits").is_dir() and len(list((ckpt / "commits").iterdir())) >= 3, 180,
+                   "three committed micro-batches in the killed driver")
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)                 # driver, JVM and Python workers at once
+        driver.wait(30)
+
+    query = _start(_stream(spark, server, topics=topic, startingOffsets="earliest", maxOffsetsPerTrigger="400"),
+                   out, ckpt)
+    try:
+        producer.join(120)
+        assert producer.error is None and not producer.is_alive()
+        wait_until(lambda: spark.read.parquet(str(out)).count() >= 3004, 180, "every message in the sink")
+    finally:
+        query.stop()
+    rows = spark.read.parquet(str(out)).select("queue_id", "queue_offset").collect()
+    assert len(rows) == 3004 and len({(r.queue_id, r.queue_offset) for r in rows}) == 3004
