@@ -76,19 +76,32 @@ def slices(data: pa.Buffer, u8: np.ndarray, starts: np.ndarray, lengths: np.ndar
     n = len(starts)
     if n == 0:
         return pa.array([], type=typ)
-    views = np.zeros((n, 4), dtype="<i4")
-    raw = views.view(np.uint8).reshape(n, 16)
+    views = np.empty((n, 4), dtype="<u4")
     views[:, 0] = lengths
-    inline = lengths <= _INLINE
-    raw[:, 4:16] = _window(u8, starts, _INLINE) & _KEEP[np.minimum(lengths, _INLINE)]
-    long_ = ~inline
-    views[long_, 2] = 0                     # buffer index
-    views[long_, 3] = starts[long_]
+    words = _words(u8, starts)
+    for k in range(3):                    # bytes 4k..4k+3 of the value, kept up to its length
+        views[:, 1 + k] = words[k] & _WORD_MASK[np.clip(lengths - 4 * k, 0, 4)]
+    long_ = lengths > _INLINE
+    if long_.any():
+        views[long_, 1] = words[0][long_]         # 4-byte prefix, buffer 0, offset
+        views[long_, 2] = 0
+        views[long_, 3] = starts[long_]
     binary = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), data]).cast(pa.binary())
     return binary if typ == pa.binary() else binary.view(typ)
 
 
-_KEEP = (np.arange(_INLINE)[None, :] < np.arange(_INLINE + 1)[:, None]).astype(np.uint8) * 255
+_WORD_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=np.uint32)
+
+
+def _words(u8: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three little-endian 4-byte words at ``starts``, ``starts+4`` and ``starts+8`` (bytes past
+    the end of *u8* read as zeros), gathered through an unaligned word view of the buffer."""
+    if len(u8) >= 16 and int(starts.max()) + 12 <= len(u8):
+        view = np.ndarray(shape=(len(u8) - 3,), dtype="<u4", buffer=u8, strides=(1,))
+        return view[starts], view[starts + 4], view[starts + 8]
+    padded = np.zeros(max(len(u8), int(starts.max())) + 16, dtype=np.uint8)
+    padded[:len(u8)] = u8
+    return _words(padded, starts)
 
 
 def _window(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
