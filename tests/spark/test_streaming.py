@@ -120,3 +120,36 @@ def test_sigkill_of_the_driver_mid_stream_then_restart_loses_and_duplicates_noth
         query.stop()
     rows = spark.read.parquet(str(out)).select("queue_id", "queue_offset").collect()
     assert len(rows) == 3004 and len({(r.queue_id, r.queue_offset) for r in rows}) == 3004
+
+
+def test_a_broker_that_joins_between_micro_batches_is_read_from_its_earliest(spark, server, tmp_path):
+    import re
+    import subprocess
+    import sys
+
+    from rocketq.client.sync import Admin
+
+    topic = "SparkTwoBrokers"
+    produce(server.namesrv, topic, 100)
+    df = _stream(spark, server, topics=topic, startingOffsets="earliest")
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    _start(df, out, ckpt, available_now=True).awaitTermination(120)
+    assert spark.read.parquet(str(out)).count() == 100
+
+    second = subprocess.Popen([sys.executable, "-m", "rocketq.cli.main", "broker", "--namesrv", server.namesrv,
+                               "--broker-name", "broker-spark-b", "--port", "0", "--host", "127.0.0.1",
+                               "--store-path", str(tmp_path / "store-b")],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = second.stdout.readline()
+        addr = re.search(r"listening on (\S+?),? ", line).group(1)
+        with Admin(server.namesrv) as admin:
+            admin.create_topic(topic, queues=2, broker_addr=addr)
+        produce(server.namesrv, topic, 200, batch=1)          # round-robin over both brokers' queues
+        _start(df, out, ckpt, available_now=True).awaitTermination(120)
+        rows = spark.read.parquet(str(out)).select("broker", "msg_id").collect()
+    finally:
+        second.terminate()
+        second.wait(30)
+    assert len(rows) == 300 and len({r.msg_id for r in rows}) == 300
+    assert {r.broker for r in rows} == {"broker-a", "broker-spark-b"}
