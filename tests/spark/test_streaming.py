@@ -20,6 +20,21 @@ def _start(df, out, ckpt, *, available_now=False):
     return writer.start()
 
 
+def _finish_exactly_once(spark, restart, producer, out, total: int):
+    """Restart the query, let the producer finish, wait for *total* rows; the sink's rows."""
+    query = restart()
+    try:
+        producer.join(120)
+        assert producer.error is None and not producer.is_alive()
+        wait_until(lambda: spark.read.parquet(str(out)).count() >= total, 180, "every message in the sink")
+    finally:
+        query.stop()
+    rows = spark.read.parquet(str(out)).select("msg_id", "body", "queue_id", "queue_offset").collect()
+    assert len(rows) == total, "duplicates or losses in the sink"
+    assert len({(r.queue_id, r.queue_offset) for r in rows}) == total
+    return rows
+
+
 def _rows_in(query) -> int:
     return sum(p.get("numInputRows", 0) for p in query.recentProgress)
 
@@ -42,17 +57,8 @@ def test_stop_and_restart_mid_stream_delivers_every_message_exactly_once(spark, 
     first_run = _rows_in(query)
     assert 0 < first_run < 3004
 
-    query = _start(_stream(spark, server, **options), out, ckpt)
-    try:
-        producer.join(120)
-        assert producer.error is None and not producer.is_alive()
-        wait_until(lambda: spark.read.parquet(str(out)).count() >= 3004, 180, "every message in the sink")
-    finally:
-        query.stop()
-
-    rows = spark.read.parquet(str(out)).select("msg_id", "body", "queue_id", "queue_offset").collect()
-    assert len(rows) == 3004, "duplicates or losses in the sink"
-    assert len({(r.queue_id, r.queue_offset) for r in rows}) == 3004
+    rows = _finish_exactly_once(spark, lambda: _start(_stream(spark, server, **options), out, ckpt), producer, out,
+                                3004)
     got = {r.msg_id: r.body for r in rows}
     assert all(got[k] == v for k, v in producer.sent.items())
 
@@ -110,16 +116,10 @@ def test_sigkill_of_the_driver_mid_stream_then_restart_loses_and_duplicates_noth
         os.killpg(driver.pid, signal.SIGKILL)                 # driver, JVM and Python workers at once
         driver.wait(30)
 
-    query = _start(_stream(spark, server, topics=topic, startingOffsets="earliest", maxOffsetsPerTrigger="400"),
-                   out, ckpt)
-    try:
-        producer.join(120)
-        assert producer.error is None and not producer.is_alive()
-        wait_until(lambda: spark.read.parquet(str(out)).count() >= 3004, 180, "every message in the sink")
-    finally:
-        query.stop()
-    rows = spark.read.parquet(str(out)).select("queue_id", "queue_offset").collect()
-    assert len(rows) == 3004 and len({(r.queue_id, r.queue_offset) for r in rows}) == 3004
+    options = dict(topics=topic, startingOffsets="earliest", maxOffsetsPerTrigger="400")
+    rows = _finish_exactly_once(spark, lambda: _start(_stream(spark, server, **options), out, ckpt), producer, out,
+                                3004)
+    assert set(producer.sent) <= {r.msg_id for r in rows}
 
 
 def test_a_broker_that_joins_between_micro_batches_is_read_from_its_earliest(spark, server, tmp_path):

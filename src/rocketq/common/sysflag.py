@@ -11,6 +11,18 @@ BORNHOST_V6 = 0x10
 STOREHOST_V6 = 0x20
 
 
+def plain_body(body: bytes, sys_flag: int) -> bytes:
+    """The body a consumer sees: inflated when COMPRESSED is set (zlib, as RocketMQ's clients
+    compress); bytes that are not zlib despite the flag are returned as stored."""
+    if not sys_flag & COMPRESSED:
+        return body
+    import zlib
+    try:
+        return zlib.decompress(body)
+    except zlib.error:
+        return body
+
+
 def transaction_type(sys_flag: int) -> int:
     return sys_flag & TRANSACTION_MASK
 

@@ -23,14 +23,12 @@ the COMPRESSED sysflag are inflated (zlib, as RocketMQ's clients compress).
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.lib.stride_tricks import as_strided
 
-from rocketq.common.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6
+from rocketq.common.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, plain_body
 from rocketq.store.record import MAGIC_V1, StoredMessage
 from rocketq.store.scan import HEADER_V4_DTYPE, gather_be, read_headers
 
@@ -252,10 +250,7 @@ def _decode_plain(buf, u8, pos, h, broker, schema) -> pa.RecordBatch:
 def _inflate(body: pa.Array, sysflag: np.ndarray) -> pa.Array:
     values = body.to_pylist()
     for i in np.flatnonzero(sysflag & COMPRESSED).tolist():
-        try:
-            values[i] = zlib.decompress(values[i])
-        except zlib.error:
-            pass                      # not zlib (another codec): the stored bytes as they are
+        values[i] = plain_body(values[i], COMPRESSED)
     return pa.array(values, type=pa.binary())
 
 
@@ -263,12 +258,7 @@ def _decode_slow(msgs: list[StoredMessage], broker, schema) -> pa.RecordBatch:
     rows = {name: [] for name in schema.names}
     for m in msgs:
         props = m.properties
-        body = m.body
-        if m.sys_flag & COMPRESSED:
-            try:
-                body = zlib.decompress(body)
-            except zlib.error:
-                pass
+        body = plain_body(m.body, m.sys_flag)
         row = {"topic": m.topic, "broker": broker, "queue_id": m.queue_id, "queue_offset": m.queue_offset,
                "keys": props.get("KEYS"), "tags": props.get("TAGS"), "body": body,
                "properties": list(props.items()), "msg_id": props.get("UNIQ_KEY") or m.msg_id,
