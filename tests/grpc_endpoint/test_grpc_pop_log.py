@@ -76,6 +76,33 @@ def test_pop_state_replays_to_what_was_in_flight(tmp_path):
     assert again.pop(key, 16, invisible_ms=1, attempt=1).version > e11b.version      # versions never repeat
 
 
+def test_batched_changes_are_written_once_with_the_same_bytes(tmp_path):
+    def run(path, batched: bool) -> tuple[bytes, int]:
+        log = PopLog(path)
+        state = PopState(log, clock_ms=lambda: 1_000_000)
+        state.load()
+        key = QueueKey("G", "T", 0)
+        state.queue(key, lambda: 0)
+        writes = []
+        real = log._f.write
+        log._f.write = lambda blob: writes.append(blob) or real(blob)
+        if batched:
+            with state.batched():
+                for offset in range(3):
+                    state.pop(key, offset, invisible_ms=5000, attempt=1)
+                state.advance(key, 4)
+                assert writes == []                     # nothing written inside the block
+        else:
+            for offset in range(3):
+                state.pop(key, offset, invisible_ms=5000, attempt=1)
+            state.advance(key, 4)
+        log.close()
+        return path.read_bytes(), len(writes)
+    one, one_writes = run(tmp_path / "a.log", batched=True)
+    many, many_writes = run(tmp_path / "b.log", batched=False)
+    assert one == many and (one_writes, many_writes) == (1, 4)
+
+
 def test_receipt_handle_round_trip_and_rejects():
     h = Handle(True, 2, 345, 6, 1_700_000_000_000)
     assert Handle.parse(h.encode()) == h

@@ -15,13 +15,14 @@ decompressed, and the user properties = every property that is not a system one.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import zlib
 
 from rocketq.common.message import Message
 from rocketq.common.msgid import HostAddress
-from rocketq.common.sysflag import COMPRESSED, PROPERTY_UNIQ_KEY
+from rocketq.common.sysflag import PROPERTY_UNIQ_KEY, plain_body
 from rocketq.grpc_endpoint.protocol import Code, V2Error, ms_duration, ms_timestamp, pb, timestamp_ms
 from rocketq.store.record import StoredMessage
 
@@ -32,6 +33,11 @@ PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
 MAX_MESSAGE_GROUP_CHARS = 64
 MAX_USER_PROPERTIES = 128
+
+# enum values looked up once: protobuf's enum wrapper attribute access is slow on a hot path
+_TRANSACTION, _DELAY, _FIFO, _NORMAL = (pb.MessageType.TRANSACTION, pb.MessageType.DELAY, pb.MessageType.FIFO,
+                                        pb.MessageType.NORMAL)
+_GZIP, _IDENTITY, _MD5 = pb.Encoding.GZIP, pb.Encoding.IDENTITY, pb.DigestType.MD5
 
 # RocketMQ's MessageConst names that are not the user's to set (a subset: the ones any code reads).
 SYSTEM_PROPERTY_KEYS = frozenset({
@@ -82,7 +88,7 @@ def v2_to_message(msg: pb.Message, *, topic: str, queue_id: int, born_host: Host
 
 
 def _plain_body(msg: pb.Message) -> bytes:
-    if msg.system_properties.body_encoding != pb.Encoding.GZIP:
+    if msg.system_properties.body_encoding != _GZIP:
         return msg.body
     try:
         return gzip.decompress(msg.body)
@@ -112,31 +118,26 @@ def _user_properties(msg: pb.Message) -> dict[str, str]:
 
 def message_type_of(props: dict[str, str]) -> int:
     if props.get("TRAN_MSG") == "true":
-        return pb.MessageType.TRANSACTION
+        return _TRANSACTION
     if PROPERTY_TIMER_DELIVER_MS in props or props.get("DELAY", "0") not in ("", "0"):
-        return pb.MessageType.DELAY
+        return _DELAY
     if PROPERTY_SHARDING_KEY in props:
-        return pb.MessageType.FIFO
-    return pb.MessageType.NORMAL
+        return _FIFO
+    return _NORMAL
 
 
 def stored_to_v2(m: StoredMessage, *, topic: str, namespace: str = "", receipt_handle: str | None = None,
                  invisible_ms: int | None = None, attempt: int | None = None) -> pb.Message:
     """The v2 message a consumer receives (or a producer is asked about, without a receipt handle)."""
     props = m.properties
-    body = m.body
-    if m.sys_flag & COMPRESSED:
-        try:
-            body = zlib.decompress(body)
-        except zlib.error:
-            pass                 # not what the flag says: deliver the bytes as stored
+    body = plain_body(m.body, m.sys_flag)
     sp = pb.SystemProperties(
         keys=m.keys, message_id=props.get(PROPERTY_UNIQ_KEY) or m.msg_id,
-        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(body).hexdigest().upper()),
-        body_encoding=pb.Encoding.IDENTITY, message_type=message_type_of(props),
+        body_digest=pb.Digest(type=_MD5, checksum=hashlib.md5(body).hexdigest().upper()),
+        body_encoding=_IDENTITY, message_type=message_type_of(props),
         born_timestamp=ms_timestamp(m.born_timestamp),
         born_host=props.get(PROPERTY_BORN_HOST) or _ip(m.born_host),
-        store_timestamp=ms_timestamp(m.store_timestamp), store_host=str(m.store_host),
+        store_timestamp=ms_timestamp(m.store_timestamp), store_host=_host_port(m.store_host),
         queue_id=m.queue_id, queue_offset=m.queue_offset,
         delivery_attempt=attempt if attempt is not None else m.reconsume_times + 1)
     if m.tags is not None:
@@ -156,6 +157,13 @@ def stored_to_v2(m: StoredMessage, *, topic: str, namespace: str = "", receipt_h
                       system_properties=sp, body=body)
 
 
+@functools.lru_cache(maxsize=1024)
+def _host_port(host: HostAddress) -> str:
+    """``str(host)`` (formatting through ipaddress costs more than the rest of a delivery)."""
+    return str(host)
+
+
+@functools.lru_cache(maxsize=1024)
 def _ip(host: HostAddress) -> str:
     text = str(host)
     return text.rpartition(":")[0].strip("[]")

@@ -18,7 +18,8 @@ File ``<storePath>/grpc/pop.log``, append-only, one record per change, big-endia
 
 Replaying the file in order rebuilds, per (group, topic, queue), the messages in flight (a later
 POPPED for the same offset replaces an earlier one, ACKED removes it) and the next offset to pop.
-Writes go to the OS at once (a killed process loses nothing) and are fsynced once a second; a
+Writes go to the OS at once (a killed process loses nothing; the records of one receive's batch go
+in one write, before any of its messages is handed out) and are fsynced once a second; a
 record torn by a machine crash at the very end is cut off on the next start.  A record that does
 not check out in the middle of the file is corruption, and start-up stops and says where.
 The file is rewritten with only the live state at start-up and whenever it grows past a limit.
@@ -26,6 +27,7 @@ The file is rewritten with only the live state at start-up and whenever it grows
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import threading
@@ -133,6 +135,7 @@ class PopLog:
         self.size = 0
         self._unsynced = False
         self._sync_lock = threading.Lock()
+        self._pending: list[bytes] | None = None
 
     def load(self) -> list[PopRecord]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -158,6 +161,27 @@ class PopLog:
 
     def append(self, records: list[PopRecord]) -> None:
         blob = b"".join(map(encode, records))
+        if self._pending is not None:
+            self._pending.append(blob)
+            return
+        self._write(blob)
+
+    @contextlib.contextmanager
+    def batch(self):
+        """Appends made inside the block go to the OS in one write when it ends.  For a run of
+        changes with no await in it: nothing is acted on before the block is left."""
+        if self._pending is not None:
+            yield
+            return
+        self._pending = []
+        try:
+            yield
+        finally:
+            blob, self._pending = b"".join(self._pending), None
+            if blob:
+                self._write(blob)
+
+    def _write(self, blob: bytes) -> None:
         self._f.write(blob)
         self.size += len(blob)
         self._unsynced = True

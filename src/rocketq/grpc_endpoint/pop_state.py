@@ -156,6 +156,10 @@ class PopState:
 
     # -- changes (each logged first) -----------------------------------------------------------
 
+    def batched(self):
+        """A block whose log records are written together at its end (no await inside)."""
+        return self._log.batch()
+
     def pop(self, key: QueueKey, offset: int, *, invisible_ms: int, attempt: int) -> InFlight:
         self._version += 1
         e = InFlight(offset, self._version, self._clock_ms() + invisible_ms, attempt)

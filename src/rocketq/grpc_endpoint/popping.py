@@ -160,13 +160,14 @@ class Popper:
         if res.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
             q.next_offset = res.next_begin_offset         # the queue was cut or reset under us
             return out
-        for m in res.messages:
-            if tags is not None and m.tags not in tags:
-                continue
-            e = self.state.pop(key, m.queue_offset, invisible_ms=invisible_ms, attempt=m.reconsume_times + 1)
-            out.append(self._v2(key, is_retry, topic, m, e, invisible_ms, namespace))
-        if res.messages or res.status == GetStatus.NO_MATCHED_MESSAGE:
-            self.state.advance(key, res.next_begin_offset)
+        with self.state.batched():                      # one write to the pop log for the batch
+            for m in res.messages:
+                if tags is not None and m.tags not in tags:
+                    continue
+                e = self.state.pop(key, m.queue_offset, invisible_ms=invisible_ms, attempt=m.reconsume_times + 1)
+                out.append(self._v2(key, is_retry, topic, m, e, invisible_ms, namespace))
+            if res.messages or res.status == GetStatus.NO_MATCHED_MESSAGE:
+                self.state.advance(key, res.next_begin_offset)
         self._commit(key)
         return out
 

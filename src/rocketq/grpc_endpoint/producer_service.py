@@ -19,6 +19,7 @@ Each message answers one ``SendResultEntry``; validation failures use the v2 cod
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 
@@ -52,6 +53,11 @@ _REPLICATION_CODES = {ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_T
                       ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE}
 
 
+# enum values looked up once: protobuf's enum wrapper attribute access is slow on a hot path
+_FIFO, _DELAY, _TRANSACTION = pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION
+_OK = Code.OK
+
+
 def fifo_queue(message_group: str, write_queue_nums: int) -> int:
     return abs(java_hash(message_group)) % write_queue_nums
 
@@ -59,10 +65,18 @@ def fifo_queue(message_group: str, write_queue_nums: int) -> int:
 def peer_host(context) -> HostAddress:
     """``ipv4:1.2.3.4:5678`` / ``ipv6:[::1]:5678`` from grpc as a record's born host."""
     peer = context.peer() if context is not None else ""
+    return _parse_peer(peer) if isinstance(peer, str) else _LOOPBACK
+
+
+_LOOPBACK = HostAddress(b"\x7f\x00\x00\x01", 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_peer(peer: str) -> HostAddress:
     try:
         return HostAddress.parse(peer.partition(":")[2])
-    except (ValueError, AttributeError):
-        return HostAddress(b"\x7f\x00\x00\x01", 0)
+    except ValueError:
+        return _LOOPBACK
 
 
 class ProducerService:
@@ -86,7 +100,7 @@ class ProducerService:
             except V2Error as exc:
                 entries.append(spb.SendResultEntry(status=exc.to_status(),
                                                    message_id=msg.system_properties.message_id))
-        if len(entries) == 1 or all(e.status.code == Code.OK for e in entries):
+        if len(entries) == 1 or all(e.status.code == _OK for e in entries):
             overall = entries[0].status if len(entries) == 1 else status()
         else:
             overall = status(Code.MULTIPLE_RESULTS, "some messages failed; see each entry's status")
@@ -102,22 +116,22 @@ class ProducerService:
         if kind not in accepted_types(tc):
             raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"topic {topic!r} does not accept "
                                                                     f"{pb.MessageType.Name(kind)} messages")
-        if kind == pb.MessageType.FIFO and not sp.HasField("message_group"):
+        if kind == _FIFO and not sp.HasField("message_group"):
             raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"FIFO message {sp.message_id!r} has no group")
-        if kind == pb.MessageType.DELAY and not sp.HasField("delivery_timestamp"):
+        if kind == _DELAY and not sp.HasField("delivery_timestamp"):
             raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"DELAY message {sp.message_id!r} has no "
                                                                     "delivery timestamp")
-        if kind not in (pb.MessageType.FIFO, pb.MessageType.DELAY) and (
+        if kind not in (_FIFO, _DELAY) and (
                 sp.HasField("message_group") or sp.HasField("delivery_timestamp")):
             raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"{pb.MessageType.Name(kind)} message "
                                                                     f"{sp.message_id!r} has a group or delivery time")
-        if kind == pb.MessageType.FIFO:
+        if kind == _FIFO:
             qid = fifo_queue(sp.message_group, tc.write_queue_nums)
         else:
             qid = next(self._round_robin) % tc.write_queue_nums
         m = v2_to_message(msg, topic=topic, queue_id=qid, born_host=peer_host(context),
                           max_body_bytes=self._broker.store.config.max_message_size)
-        if kind == pb.MessageType.DELAY:
+        if kind == _DELAY:
             due_ms = timestamp_ms(sp.delivery_timestamp)
             now_ms = int(time.time() * 1000)
             if due_ms > now_ms + self._settings.max_delay_ms:
@@ -126,7 +140,7 @@ class ProducerService:
             m.properties[PROPERTY_TIMER_DELIVER_MS] = str(due_ms)
             if due_ms > now_ms:
                 m = self._timer.wrap(m)
-        elif kind == pb.MessageType.TRANSACTION:
+        elif kind == _TRANSACTION:
             self._sessions.register_tx_producer(client_id_of(context), topic)
             m.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
             m.properties[PROPERTY_PRODUCER_GROUP] = tx_group(topic)
@@ -137,13 +151,13 @@ class ProducerService:
                           f"storing message {sp.message_id!r} into topic {topic!r} failed: {r.status} {r.error or ''}")
         self._broker.stats.put(topic, 1, r.wrote_bytes)
         self._broker.replication.notify()
-        code = _PUT_CODES.get(r.status, Code.OK)
+        code = _PUT_CODES.get(r.status, _OK)
         if r.ok:
             replicated = await self._broker.replication.replicated(r.physical_offset + r.wrote_bytes)
-            code = _REPLICATION_CODES.get(replicated, Code.OK) if replicated is not None else code
-        return spb.SendResultEntry(status=status(code, "OK" if code == Code.OK else str(r.status)),
+            code = _REPLICATION_CODES.get(replicated, _OK) if replicated is not None else code
+        return spb.SendResultEntry(status=status(code, "OK" if code == _OK else str(r.status)),
                                    message_id=sp.message_id, offset=max(r.queue_offset, 0),
-                                   transaction_id=r.msg_id if kind == pb.MessageType.TRANSACTION else "")
+                                   transaction_id=r.msg_id if kind == _TRANSACTION else "")
 
     async def end_transaction(self, req, context):
         try:
