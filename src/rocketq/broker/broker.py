@@ -75,6 +75,10 @@ class BrokerSettings:
     broker_role: str = "ASYNC_MASTER"         # brokerRole: ASYNC_MASTER | SYNC_MASTER | SLAVE
     ha_listen_port: int | None = None         # haListenPort (None: listenPort + 1)
     ha_master_address: str | None = None      # haMasterAddress (a slave; None: learned from the NameServers)
+    controller_mode: bool = False             # enableControllerMode: the controller decides the role
+    controller_addr: str | None = None        # controllerAddr (None: the first of namesrvAddr)
+    controller_master_role: str = "SYNC_MASTER"   # controllerMasterRole: how this broker replicates as master
+    controller_lease: bool = True             # controllerLeaseEnable: a master out of touch stops taking sends
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -89,7 +93,14 @@ class BrokerSettings:
             raise ValueError("defaultTopicQueueNums must be at least 1")
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
             raise ValueError(f"brokerRole {self.broker_role} is not ASYNC_MASTER, SYNC_MASTER or SLAVE")
-        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+        if self.controller_mode:
+            if self.broker_id < 1:
+                raise ValueError("enableControllerMode: every broker of a set needs its own brokerId of 1 or more "
+                                 "(the controller decides which one is master)")
+            if self.controller_master_role not in ("ASYNC_MASTER", "SYNC_MASTER"):
+                raise ValueError(f"controllerMasterRole {self.controller_master_role} is not ASYNC_MASTER or "
+                                 "SYNC_MASTER")
+        elif (self.broker_role == "SLAVE") != (self.broker_id > 0):
             raise ValueError(f"brokerRole {self.broker_role} with brokerId {self.broker_id}: a master has brokerId 0, "
                              "a slave a brokerId above 0")
 
@@ -97,7 +108,9 @@ class BrokerSettings:
 class Broker:
     def __init__(self, settings: BrokerSettings, store_config: StoreConfig):
         self.settings = settings
-        self.store = MessageStore(store_config.replace(broker_role=settings.broker_role))
+        # controller mode: the store starts as a slave's (no delayed-message delivery) until promoted
+        self.store = MessageStore(store_config.replace(
+            broker_role="SLAVE" if settings.controller_mode else settings.broker_role))
         config_dir = Path(store_config.store_path) / "config"
         self.topics = TopicConfigManager(config_dir / "topics.json", cluster_name=settings.cluster_name,
                                          broker_name=settings.broker_name,
@@ -145,9 +158,20 @@ class Broker:
             "127.0.0.1" if self.settings.host in ("0.0.0.0", "") else self.settings.host)
         self.address = f"{host}:{self.server.port}"
         self.store.set_store_host(self.address)             # message ids name the address clients reach
+        self.registrar = None
+        self.controller_agent = None
         try:
-            self.store.start()
+            if self.settings.controller_mode:
+                from rocketq.broker.controlled import ControllerAgent
+                self.controller_agent = ControllerAgent(self)
+                await self.controller_agent.prepare()       # may cut a divergent tail, then opens the store
+                if self.controller_agent.state == "master":
+                    self.start_master_services()
+            else:
+                self.store.start()
         except BaseException:
+            if self.controller_agent is not None:
+                await self.controller_agent.close()
             await self.server.close()
             raise
         loop = asyncio.get_running_loop()
@@ -159,7 +183,6 @@ class Broker:
         self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats)
         self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
         await self.server.serve()
-        self.registrar = None
         self.replication = Replication(self)
         # haListenPort defaults to listenPort + 1, or any free port when the broker's own port was 0
         ha_addr = await self.replication.start(host, self.server.port + 1 if self.settings.port else 0)
@@ -167,7 +190,7 @@ class Broker:
         if addrs:
             self.registrar = NameServerRegistrar(addrs, cluster=self.settings.cluster_name,
                                                  broker_name=self.settings.broker_name,
-                                                 broker_id=self.settings.broker_id, broker_addr=self.address,
+                                                 broker_id=self._registered_id(), broker_addr=self.address,
                                                  ha_addr=ha_addr, topic_table=self.topics.encode,
                                                  ssl_context=self.client_ssl_context())
             self.topics.listeners.append(self.registrar.topics_changed)
@@ -181,12 +204,27 @@ class Broker:
                                                       timeout_s=self.settings.transaction_timeout_s,
                                                       max_checks=self.settings.transaction_check_max)
         self.transaction_checker.start()
+        if self.controller_agent is not None:
+            self.controller_agent.start()
         log.info("broker %s listening on %s", self.settings.broker_name, self.address)
         return self
+
+    def _registered_id(self) -> int:
+        """The id in the NameServers' routes: 0 while master in controller mode (RocketMQ's convention)."""
+        agent = self.controller_agent
+        return 0 if agent is not None and agent.state == "master" else self.settings.broker_id
+
+    def start_master_services(self) -> None:
+        """Controller mode, on becoming master: deliver delayed messages (a slave's store does not)."""
+        schedule = self.store.schedule
+        if schedule._thread.ident is None:
+            schedule.start()
 
     async def close(self) -> None:
         for t in self._tasks:
             t.cancel()
+        if self.controller_agent is not None:
+            await self.controller_agent.close()
         if self.registrar is not None:
             await self.registrar.close()
         await self.replication.close()

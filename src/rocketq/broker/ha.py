@@ -8,9 +8,13 @@ The wire, on a TCP connection the slave opens to the master's ``haListenPort`` (
                                                                  offset; size 0 is a heartbeat)
 
 The master starts a slave at the offset it reports (at the master's first segment when the slave
-is empty) and streams the log in chunks of up to ``MAX_CHUNK`` bytes, never crossing a segment, as
-new bytes arrive.  The slave writes them with :meth:`MessageStore.append_replicated` - same bytes,
-same offsets, so message ids and queue offsets are equal on both - and dispatches them to its own
+is empty) and streams the log in chunks of up to ``MAX_CHUNK`` bytes, never crossing a segment and
+always ending on a record boundary (a record larger than ``MAX_CHUNK`` goes whole), as new bytes
+arrive - so a slave's log always ends between records, where a new master's epoch can start and
+where the slave's dispatch continues.  A slave that reports an end past the master's end has bytes
+the master never had (a divergent tail): the master refuses it.  The slave writes the chunks with
+:meth:`MessageStore.append_replicated` - same bytes, same offsets, so message ids and queue offsets
+are equal on both - and dispatches them to its own
 consume queues and index.  A chunk that does not start at the slave's end (a divergent or stale
 slave) closes the connection with an error naming both offsets; the slave reconnects and reports
 its real end.
@@ -88,6 +92,10 @@ class HAMaster:
         peer = "%s:%s" % writer.get_extra_info("peername")[:2]
         try:
             first = _OFFSET.unpack(await asyncio.wait_for(reader.readexactly(8), IDLE_TIMEOUT_S))[0]
+            if first > self.store.max_physical_offset():
+                log.error("slave %s reports a CommitLog end %d past this master's end %d: its log diverges "
+                          "(it must be truncated); refused", peer, first, self.store.max_physical_offset())
+                return
             await self._acknowledge(peer, first)
             log.info("slave %s connected, its CommitLog ends at %d", peer, first)
             sender = asyncio.create_task(self._send_loop(writer, max(first, self.store.min_physical_offset())))
@@ -124,12 +132,30 @@ class HAMaster:
                 continue
             seg_end = offset - offset % cl.file_size + cl.file_size
             size = min(end, seg_end, offset + MAX_CHUNK) - offset
+            if offset + size < min(end, seg_end):
+                size = _whole_records(cl, offset, size, min(end, seg_end) - offset)
             data = cl.read(offset, size)
             if data is None:
                 raise ConnectionError(f"CommitLog bytes at {offset} are gone (expired?)")
             writer.write(_HEAD.pack(offset, size) + data)
             await writer.drain()
             offset += size
+
+
+def _whole_records(cl, offset: int, size: int, available: int) -> int:
+    """*size* shortened to end on a record boundary (walking the records' TOTALSIZE fields from
+    *offset*, which is one); a first record larger than *size* is sent whole."""
+    mf = cl.files.find(offset)
+    buf, rel = mf.buffer(), offset - mf.file_from_offset
+    pos = rel
+    while pos + 4 <= rel + available:
+        total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+        if total <= 0 or pos + total > rel + available:
+            break
+        if pos + total > rel + size:
+            return pos - rel if pos > rel else total
+        pos += total
+    return max(pos - rel, 0) or size
 
 
 class HASlave:
@@ -141,6 +167,7 @@ class HASlave:
         self.host, self.port = "?", 0
         self._on_data = on_data
         self._task: asyncio.Task | None = None
+        self._inflight: asyncio.Future | None = None
         self.connected = False
 
     def start(self) -> HASlave:
@@ -148,7 +175,10 @@ class HASlave:
         return self
 
     async def close(self) -> None:
+        """Stop; an append already handed to a thread is waited for, so the log end is final."""
         await cancel_and_wait(self._task)
+        if self._inflight is not None:
+            await asyncio.gather(self._inflight, return_exceptions=True)
 
     async def _run(self) -> None:
         while True:
@@ -180,7 +210,9 @@ class HASlave:
                 offset, size = _HEAD.unpack(head)
                 if size:
                     data = await asyncio.wait_for(reader.readexactly(size), IDLE_TIMEOUT_S)
-                    await asyncio.to_thread(self.store.append_replicated, offset, data)
+                    self._inflight = asyncio.ensure_future(asyncio.to_thread(self.store.append_replicated,
+                                                                             offset, data))
+                    await asyncio.shield(self._inflight)
                     if self._on_data is not None:
                         self._on_data()
                 writer.write(_OFFSET.pack(self.store.max_physical_offset()))

@@ -76,6 +76,19 @@ class NameServerRegistrar:
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
 
+    def set_broker_id(self, broker_id: int) -> None:
+        """Register under another id from now on (controller mode: 0 once master)."""
+        self._header["brokerId"] = broker_id
+
+    async def withdraw(self) -> None:
+        """Stop registering and unregister now (a fenced master must leave the routes)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        header = {k: self._header[k] for k in ("brokerAddr", "brokerName", "brokerId", "clusterName")}
+        await asyncio.gather(*(self._send(c, RequestCode.UNREGISTER_BROKER, header) for c in self._clients))
+
     def topics_changed(self) -> None:
         self._kick.set()
 

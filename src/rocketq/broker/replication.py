@@ -8,6 +8,12 @@
 * ``SLAVE``        - follows the master given by ``haMasterAddress`` or by the NameServers, refuses
   sends (SERVICE_NOT_AVAILABLE), serves pulls and offset queries, and copies topic config,
   subscription groups and consumer offsets from the master.
+
+In controller mode (:mod:`rocketq.broker.controlled`) the role changes at run time: the HA port
+listens from the start (a stable ``haAddr`` to report), :meth:`Replication.follow` /
+:meth:`Replication.stop_following` start and stop copying from the master the controller names,
+and sends are refused whenever the controller agent says so (not the confirmed master, fenced, or
+its lease expired).
 """
 
 from __future__ import annotations
@@ -26,11 +32,20 @@ class Replication:
         self.master: HAMaster | None = None
         self.slave: HASlave | None = None
         self.sync: SlaveSync | None = None
+        self.ha_addr: str | None = None
+        self._follow: tuple[str, str] | None = None           # controller mode: (master addr, master HA addr)
 
     async def start(self, host: str, default_port: int) -> str:
         """Start the role's services; returns this broker's HA address (for registration)."""
+        self.ha_addr = await self._start(host, default_port)
+        return self.ha_addr
+
+    async def _start(self, host: str, default_port: int) -> str:
         s = self._broker.settings
-        if self.role == "SLAVE":
+        agent = self._broker.controller_agent
+        if agent is not None:
+            self.role = s.controller_master_role if agent.state == "master" else "SLAVE"
+        if self.role == "SLAVE" and agent is None:
             self.slave = HASlave(self._broker.store, self._master_ha_addr).start()
             self.sync = SlaveSync(self._broker, self._master_addr)
             self.sync.start()
@@ -39,20 +54,48 @@ class Replication:
                                      else s.ha_listen_port).start()
         return f"{host}:{self.master.port}"
 
+    async def follow(self, master_addr: str, master_ha_addr: str) -> None:
+        """Controller mode: copy the log (and config, offsets) from this master."""
+        self._follow = (master_addr, master_ha_addr)
+        if self.slave is None:
+            self.slave = HASlave(self._broker.store, self._master_ha_addr).start()
+            self.sync = SlaveSync(self._broker, self._master_addr)
+            self.sync.start()
+
+    async def stop_following(self) -> None:
+        """Stop copying; when this returns no replicated append is in flight."""
+        self._follow = None
+        for part in (self.sync, self.slave):
+            if part is not None:
+                await part.close()
+        self.sync = self.slave = None
+
     def _master_ha_addr(self) -> str | None:
+        if self._broker.controller_agent is not None:
+            return self._follow[1] if self._follow else None
         reg = self._broker.registrar
         return self._broker.settings.ha_master_address or (reg.master_ha_addr if reg else None)
 
     def _master_addr(self) -> str | None:
+        if self._broker.controller_agent is not None:
+            return self._follow[0] if self._follow else None
         reg = self._broker.registrar
         return reg.master_addr if reg else None
 
-    def refuse_send(self, cmd: RemotingCommand) -> RemotingCommand | None:
-        if self.role != "SLAVE":
+    def write_refusal(self) -> str | None:
+        """Why this broker takes no sends now (a slave; in controller mode also not the confirmed
+        master, fenced, or its lease expired), or None when it takes them."""
+        agent = self._broker.controller_agent
+        why = agent.write_refusal() if agent is not None and self.role != "SLAVE" else None
+        if why is None and self.role == "SLAVE":
+            why = "a slave; send to the master"
+        if why is None:
             return None
-        return RemotingCommand.create_response(cmd, ResponseCode.SERVICE_NOT_AVAILABLE,
-                                               f"the broker[{self._broker.settings.broker_name}, brokerId "
-                                               f"{self._broker.settings.broker_id}] is a slave; send to the master")
+        return f"the broker[{self._broker.settings.broker_name}, brokerId {self._broker.settings.broker_id}] is {why}"
+
+    def refuse_send(self, cmd: RemotingCommand) -> RemotingCommand | None:
+        why = self.write_refusal()
+        return None if why is None else RemotingCommand.create_response(cmd, ResponseCode.SERVICE_NOT_AVAILABLE, why)
 
     def notify(self) -> None:
         if self.master is not None:

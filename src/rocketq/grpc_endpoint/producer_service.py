@@ -91,8 +91,9 @@ class ProducerService:
             return spb.SendMessageResponse(status=status(
                 Code.BAD_REQUEST, f"{len(req.messages)} messages in one request; at most "
                                   f"{self._settings.max_messages_per_send}"))
-        if self._broker.settings.broker_role == "SLAVE":
-            return spb.SendMessageResponse(status=status(Code.FORBIDDEN, "this broker is a slave; send to the master"))
+        refusal = self._broker.replication.write_refusal()      # a slave, or not the controller's master now
+        if refusal is not None:
+            return spb.SendMessageResponse(status=status(Code.FORBIDDEN, refusal))
         entries = []
         for msg in req.messages:
             try:

@@ -4,6 +4,7 @@
 * :mod:`~rocketq.namesrv.register_body` — REGISTER_BROKER bodies, JSON and compressed (pure decode).
 * :mod:`~rocketq.namesrv.kv_config` — the persisted namespace/key/value config.
 * :mod:`~rocketq.namesrv.processor` — one function per request code, in a dispatch table.
+* :mod:`~rocketq.namesrv.controller` — the controller of brokers in controller mode (``--enable-controller``).
 * :mod:`~rocketq.namesrv.server` — :class:`NameServer`, all of the above behind a RemotingServer.
 * :mod:`~rocketq.namesrv.cli` — the ``rocketq namesrv`` command.
 """

@@ -37,6 +37,7 @@ class NamesrvContext:
     routes: RouteInfoManager
     kv: KVConfigManager
     now_ms: Callable[[], int]
+    controller: object | None = None        # rocketq.namesrv.controller.Controller, when enabled
 
 
 Processor = Callable[[NamesrvContext, Hashable, RemotingCommand], RemotingCommand]
@@ -179,6 +180,14 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.DELETE_KV_CONFIG: delete_kv,
     RequestCode.GET_KVLIST_BY_NAMESPACE: get_kv_list,
 }
+
+
+def _add_controller_processors() -> None:
+    from rocketq.namesrv.controller import PROCESSORS as CONTROLLER_PROCESSORS
+    PROCESSORS.update(CONTROLLER_PROCESSORS)
+
+
+_add_controller_processors()
 
 
 def dispatch(ctx: NamesrvContext, conn_key: Hashable, cmd: RemotingCommand) -> RemotingCommand:

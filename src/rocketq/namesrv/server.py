@@ -12,6 +12,9 @@ loop, so no locks are needed.  Three things remove a broker:
 * silence: every ``scan_interval_s`` the scan drops brokers not heard from for ``expire_ms`` (or
   the broker's own ``heartbeatTimeoutMillis``).
 
+With ``controller=True`` the NameServer also runs the controller of brokers in controller mode
+(:mod:`rocketq.namesrv.controller`), its snapshot ``controller.json`` next to the KV config.
+
 The clock is injectable (``clock`` returns milliseconds) so tests can expire brokers without
 waiting two minutes.  The NameServer holds no data that cannot be rebuilt: after a restart the
 brokers' next registrations restore every route within one registration period.
@@ -26,6 +29,7 @@ import time
 from pathlib import Path
 from collections.abc import Callable
 
+from rocketq.namesrv.controller import DEFAULT_MASTER_TIMEOUT_MS, SNAPSHOT_NAME, Controller
 from rocketq.namesrv.kv_config import KVConfigManager
 from rocketq.namesrv.processor import NamesrvContext, dispatch
 from rocketq.namesrv.route_info import DEFAULT_BROKER_EXPIRE_MS, RouteInfoManager
@@ -46,12 +50,19 @@ def wall_clock_ms() -> int:
 class NameServer:
     def __init__(self, host: str = "0.0.0.0", port: int = DEFAULT_PORT, *, kv_path: Path | str | None,
                  scan_interval_s: float = DEFAULT_SCAN_INTERVAL_S, expire_ms: int = DEFAULT_BROKER_EXPIRE_MS,
-                 clock: Callable[[], int] = wall_clock_ms, tls: ServerTls | None = None) -> None:
+                 clock: Callable[[], int] = wall_clock_ms, tls: ServerTls | None = None,
+                 controller: bool = False, controller_master_timeout_ms: int = DEFAULT_MASTER_TIMEOUT_MS,
+                 controller_elect_unclean: bool = False) -> None:
         if scan_interval_s <= 0 or expire_ms <= 0:
             raise ValueError("scan_interval_s and expire_ms must be positive")
         self.routes = RouteInfoManager()
         self.kv = KVConfigManager(kv_path)
-        self._ctx = NamesrvContext(self.routes, self.kv, clock)
+        self.controller = None
+        if controller:
+            snapshot = Path(kv_path).parent / SNAPSHOT_NAME if kv_path is not None else None
+            self.controller = Controller(snapshot, master_timeout_ms=controller_master_timeout_ms,
+                                         elect_unclean=controller_elect_unclean)
+        self._ctx = NamesrvContext(self.routes, self.kv, clock, self.controller)
         self._clock = clock
         self._scan_interval_s = scan_interval_s
         self._expire_ms = expire_ms
@@ -69,6 +80,8 @@ class NameServer:
 
     async def start(self) -> NameServer:
         self.kv.load()
+        if self.controller is not None:
+            self.controller.load(self._clock())
         await self._server.start()
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan-inactive")
         log.info("NameServer listening on %s:%d (broker expiry %d ms, scan every %.1f s)",

@@ -62,6 +62,11 @@ class RequestCode(IntEnum):
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     BROKER_HEARTBEAT = 904
+    # the controller embedded in the NameServer (rocketq.namesrv.controller; RocketMQ 5's numbers,
+    # JSON bodies of rocketq's own shape)
+    CONTROLLER_HEARTBEAT = 1003           # RocketMQ's CONTROLLER_REGISTER_BROKER
+    CONTROLLER_GET_REPLICA_INFO = 1004
+    CONTROLLER_GET_METADATA_INFO = 1005
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     CHANGE_MESSAGE_INVISIBLETIME = 200053

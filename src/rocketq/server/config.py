@@ -63,6 +63,8 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "aclEnable": ("acl_enable", None), "aclFile": ("acl_file", None),
     "brokerRole": ("broker_role", None), "haListenPort": ("ha_listen_port", None),
     "haMasterAddress": ("ha_master_address", None),
+    "enableControllerMode": ("controller_mode", None), "controllerAddr": ("controller_addr", None),
+    "controllerMasterRole": ("controller_master_role", None), "controllerLeaseEnable": ("controller_lease", None),
     "tls.enable": ("tls_enable", None), "tls.client.trustCertPath": ("tls_trust_cert_path", None),
 }
 # TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
@@ -80,7 +82,7 @@ IGNORED_ROCKETMQ_KEYS = frozenset({
     "fetchNamesrvAddrByAddressServer", "osPageCacheBusyTimeOutMills", "flushConsumerOffsetInterval",
     "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInMemory", "longPollingEnable",
     "enablePropertyFilter", "isEnableBatchPush", "clusterTopicEnable", "brokerTopicEnable",
-    "duplicationEnable", "timerWheelEnable", "enableControllerMode", "mappedFileSizeTimerLog",
+    "duplicationEnable", "timerWheelEnable", "mappedFileSizeTimerLog",
 })
 
 

@@ -1,0 +1,271 @@
+"""A broker in controller mode (``enableControllerMode=true``): its role comes from the controller of
+:mod:`rocketq.namesrv.controller`, not from ``brokerRole``.
+
+Theory of operation
+-------------------
+At start, before the broker serves anything, :meth:`ControllerAgent.prepare` asks the controller
+for the set's state (CONTROLLER_GET_REPLICA_INFO, retried while the controller is unreachable or a
+takeover is still unconfirmed), opens the store (recovery tells where its log really ends) and,
+when another broker is master, computes where this log stops agreeing with the controller's epoch
+history (:func:`rocketq.broker.epochs.consistent_end`).  A longer log has a divergent tail - what an
+old master wrote after the last byte its successor had - and it is cut with the offline
+:func:`rocketq.store.tools.repair_store` (which also rebuilds consume queues and index) before the
+store is opened again.  The cut point is the start offset of a later epoch, i.e. the log end of
+the new master when it took over; the HA stream only ever ends a chunk on a record boundary, so
+that is a record boundary of this log too.  This is checked (a record must start there, carrying
+that offset, or a segment must) and the broker refuses to start when it does not hold.
+
+Then, every ``HEARTBEAT_INTERVAL_S``, CONTROLLER_HEARTBEAT reports ``{cluster, brokerName,
+brokerId, addr, haAddr, epoch, maxPhyOffset}`` and the answer drives the states::
+
+    slave ──(controller: you are master, pending)──> promoting ──(start offset confirmed)──> master
+      │  follows the master the controller names,              stops HA replication and slave sync,
+      │  after checking its log is a prefix of it               appends (epoch, log end) to epoch.json,
+      └──(own log diverges: needs a restart)──> fenced          reports that end as the start offset
+    master ──(another broker is master of a newer epoch)──> fenced
+
+A master becomes writable only once the controller confirmed its term (so a takeover is in the
+history before anything is written in it), registers with the NameServers as brokerId 0 and
+replicates as ``controllerMasterRole`` (SYNC_MASTER by default).  A fenced broker refuses sends at
+once, withdraws its registration and logs that it needs a restart to rejoin as a slave (the restart
+truncates).  With ``controllerLeaseEnable`` (the default) a master also refuses sends when its last
+successful heartbeat is older than 80 % of the controller's master timeout: by then the controller
+may be electing someone else, and a master cut off from the controller stops before it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from rocketq.broker.epochs import EpochFile, consistent_end
+from rocketq.broker.registration import parse_namesrv_addrs
+from rocketq.common.aio import wait_event
+from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_INTERVAL_S = 1.0
+PREPARE_TIMEOUT_S = 60.0
+LEASE_FRACTION = 0.8
+
+
+class ControllerError(RuntimeError):
+    pass
+
+
+class NoController(ControllerError):
+    """The NameServer asked runs no controller (it was started without --enable-controller)."""
+
+
+class ControllerAgent:
+    def __init__(self, broker):
+        self.broker = broker
+        s = broker.settings
+        addrs = parse_namesrv_addrs(s.controller_addr or s.namesrv_addr)
+        if not addrs:
+            raise ControllerError("enableControllerMode needs controllerAddr or namesrvAddr")
+        host, port = addrs[0]
+        self.client = RemotingClient(host, port, ssl_context=broker.client_ssl_context())
+        self.epochs = EpochFile(broker.store.config.store_path)
+        self.state = "slave"                      # slave | promoting | master | fenced
+        self.following: tuple[int, int] | None = None    # (epoch, master id) being followed
+        self.lease_until = 0.0
+        self.timeout_s = 3.0
+        self._start_offset: int | None = None
+        self._task: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+
+    # -- talking to the controller ----------------------------------------------------------------
+
+    async def _ask(self, code: int, header: dict | None = None, body: dict | None = None) -> dict:
+        cmd = RemotingCommand.create_request(code, header or {}, json.dumps(body).encode() if body else b"")
+        r = await self.client.invoke(cmd, timeout_s=max(0.5, self.timeout_s / 2))
+        if r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            raise NoController(f"{self.client.address} runs no controller (start the NameServer with "
+                               "--enable-controller, or set controllerAddr)")
+        if r.code != ResponseCode.SUCCESS:
+            raise ControllerError(f"controller {self.client.address} answered {r.code}: {r.remark}")
+        info = json.loads(r.body)
+        self.timeout_s = info.get("masterTimeoutMs", 3000) / 1000
+        return info
+
+    def _report(self) -> dict:
+        b = self.broker
+        out = {"cluster": b.settings.cluster_name, "brokerName": b.settings.broker_name,
+               "brokerId": b.settings.broker_id, "addr": b.address, "haAddr": b.replication.ha_addr,
+               "epoch": self.epochs.last_epoch, "maxPhyOffset": b.store.max_physical_offset()}
+        if self._start_offset is not None:
+            out["startOffset"] = self._start_offset
+        return out
+
+    # -- start-up: truncation before anything is served --------------------------------------------
+
+    async def prepare(self) -> None:
+        """Start the broker's store, first cutting a divergent tail (see the module docstring)."""
+        info = await self._settled_info()
+        store = self.broker.store
+        await asyncio.to_thread(store.start)
+        self.epochs.load()
+        me, master = self.broker.settings.broker_id, info["masterId"]
+        if master is not None and master != me and info["history"]:
+            end = store.max_physical_offset()
+            cut = consistent_end(self.epochs.entries, end, [tuple(e) for e in info["history"]])
+            if cut < end:
+                await self._truncate(cut, end, info)
+        elif master == me and not info["pending"] and self.epochs.last_epoch == info["epoch"]:
+            log.info("resuming as master of epoch %d", info["epoch"])
+            self.state = "master"
+
+    async def _settled_info(self) -> dict:
+        s = self.broker.settings
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PREPARE_TIMEOUT_S
+        while True:
+            try:
+                info = await self._ask(RequestCode.CONTROLLER_GET_REPLICA_INFO,
+                                       {"cluster": s.cluster_name, "brokerName": s.broker_name})
+                if not info["pending"]:
+                    return info
+                problem = f"the takeover of epoch {info['epoch']} is not confirmed yet"
+            except NoController:
+                raise
+            except Exception as exc:
+                problem = str(exc)
+            if loop.time() > deadline:
+                raise ControllerError(f"no usable answer from the controller {self.client.address}: {problem}")
+            log.info("waiting for the controller: %s", problem)
+            await asyncio.sleep(0.5)
+
+    async def _truncate(self, cut: int, end: int, info: dict) -> None:
+        from rocketq.store import MessageStore
+        from rocketq.store.tools import repair_store
+        store = self.broker.store
+        if cut % store.config.commitlog_file_size and store.read_message(cut) is None:
+            await asyncio.to_thread(store.shutdown)
+            raise ControllerError(f"the divergent tail would be cut at {cut}, which is not a record boundary of "
+                                  f"this log; refusing to start (the epoch history or this store is damaged)")
+        log.warning("log ends at %d but the master of epoch %d (broker %s) continued from %d: cutting the "
+                    "divergent tail, %d bytes", end, info["epoch"], info["masterId"], cut, end - cut)
+        await asyncio.to_thread(store.shutdown)
+        report = await asyncio.to_thread(repair_store, store.config.store_path, truncate_at=cut)
+        fresh = MessageStore(store.config)
+        fresh.set_store_host(self.broker.address)
+        await asyncio.to_thread(fresh.start)
+        self.broker.store = fresh
+        log.warning("divergent tail cut: %d bytes dropped, %d records kept, log ends at %d",
+                    end - cut, report.records, fresh.max_physical_offset())
+
+    # -- the heartbeat loop ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.client.close()
+
+    async def _loop(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                await self.beat()
+            except Exception as exc:
+                log.warning("controller heartbeat failed: %s", exc)
+            await wait_event(self._wake, HEARTBEAT_INTERVAL_S)
+
+    async def beat(self) -> None:
+        sent = asyncio.get_running_loop().time()
+        info = await self._ask(RequestCode.CONTROLLER_HEARTBEAT, body=self._report())
+        await self.apply(info, sent)
+
+    async def apply(self, info: dict, sent: float) -> None:
+        me, master = self.broker.settings.broker_id, info["masterId"]
+        if self.state == "fenced":
+            return
+        if master == me:
+            if self.state == "master" and info["epoch"] == self.epochs.last_epoch:
+                self.lease_until = sent + self.timeout_s * LEASE_FRACTION
+            elif self.state in ("slave", "master"):
+                await self._prepare_takeover(info)
+            elif self.state == "promoting" and not info["pending"]:
+                await self._become_master(info, sent)
+        elif self.state in ("master", "promoting"):
+            await self._fence(f"broker {master} is master of epoch {info['epoch']}")
+        else:
+            await self._follow(info)
+
+    # -- transitions -------------------------------------------------------------------------------
+
+    async def _prepare_takeover(self, info: dict) -> None:
+        b = self.broker
+        await b.replication.stop_following()
+        self.following = None
+        self.state = "promoting"
+        await asyncio.to_thread(b.store.wait_dispatched)
+        start = b.store.max_physical_offset()
+        self.epochs.append(info["epoch"], start)
+        self._start_offset = start
+        log.warning("elected master of epoch %d; confirming start offset %d", info["epoch"], start)
+        self._wake.set()                           # confirm now, not in a second
+
+    async def _become_master(self, info: dict, sent: float) -> None:
+        b = self.broker
+        if [info["epoch"], self._start_offset] != (info["history"] or [None])[-1]:
+            await self._fence(f"the controller's history {info['history'][-3:]} does not end with this takeover")
+            return
+        self._start_offset = None
+        b.store.reset_queue_offsets()
+        b.start_master_services()
+        self.lease_until = sent + self.timeout_s * LEASE_FRACTION
+        self.state = "master"
+        b.replication.role = b.settings.controller_master_role
+        log.warning("master of epoch %d from offset %d (%s)", info["epoch"], self.epochs.entries[-1][1],
+                    b.replication.role)
+        if b.registrar is not None:
+            b.registrar.set_broker_id(0)
+            await b.registrar.register_once()
+
+    async def _fence(self, why: str) -> None:
+        self.state = "fenced"
+        log.error("fenced: %s; this broker refuses sends and needs a restart to rejoin as a slave "
+                  "(the restart cuts a divergent tail)", why)
+        await self.broker.replication.stop_following()
+        await asyncio.to_thread(self.broker.store.schedule.shutdown)     # no more delayed-message deliveries
+        if self.broker.registrar is not None:
+            await self.broker.registrar.withdraw()
+
+    async def _follow(self, info: dict) -> None:
+        rep, master = self.broker.replication, info["masterId"]
+        if master is None or info["pending"] or not info["masterHaAddr"]:
+            if self.following is not None and self.following[0] != info["epoch"]:
+                await rep.stop_following()            # a takeover is under way: stop copying the old master
+                self.following = None
+            return
+        if self.following == (info["epoch"], master):
+            return
+        await rep.stop_following()
+        self.following = None
+        end = self.broker.store.max_physical_offset()
+        history = [tuple(e) for e in info["history"]]
+        cut = consistent_end(self.epochs.entries, end, history)
+        if cut < end:
+            await self._fence(f"this log ends at {end} but agrees with the master of epoch {info['epoch']} "
+                              f"only up to {cut}")
+            return
+        self.epochs.adopt(history)
+        await rep.follow(info["masterAddr"], info["masterHaAddr"])
+        self.following = (info["epoch"], master)
+        log.info("following broker %s (%s, HA %s), epoch %d", master, info["masterAddr"], info["masterHaAddr"],
+                 info["epoch"])
+
+    def write_refusal(self) -> str | None:
+        """Why this broker must not accept a send now, or None."""
+        if self.state != "master":
+            return f"not the master (controller mode, {self.state})"
+        if self.broker.settings.controller_lease and asyncio.get_running_loop().time() > self.lease_until:
+            return "no recent contact with the controller (lease expired)"
+        return None
