@@ -120,3 +120,57 @@ def bench_grpc(runs: int, count: int, json_out: Path | None) -> None:
     out().print(table)
     if json_out is not None:
         json_out.write_text(json.dumps(dict(report, ratios=ratios), indent=2))
+
+
+@bench.command("timer")
+@click.option("--count", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Messages to schedule.")
+@click.option("--window", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
+              help="Seconds over which the due times are spread (uniformly, in random order).")
+@click.option("--lead", type=click.FloatRange(min=0.0), default=None,
+              help="Seconds from the start to the first due time [default: 5 + count / 25,000 (gRPC: / 2,000)].")
+@click.option("--via", type=click.Choice(["remoting", "grpc"]), default="remoting", show_default=True,
+              help="remoting: rocketq's client puts the timer records straight into rmq_sys_wheel_timer; "
+                   "grpc: the official client's SendMessage with delivery_timestamp.")
+@click.option("--body-size", type=click.IntRange(min=12), default=100, show_default=True)
+@click.option("--dir", "directory", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Create the temporary store under this directory.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the results as JSON to this file.")
+def bench_timer(count: int, window: float, lead: float | None, via: str, body_size: int, directory: Path | None,
+                json_out: Path | None) -> None:
+    """Schedule DELAY messages due over a window on a real server; lateness, losses, duplicates, memory."""
+    from rocketq.bench.timer_bench import run_timer_bench
+    bar, task = step_progress(count, "starting")
+    with bar:
+        report = run_timer_bench(n=count, window_s=window, lead_s=lead, via=via, body_size=body_size,
+                                 directory=directory,
+                                 progress=lambda label, done, total: bar.update(task, description=label,
+                                                                                 completed=done, total=total))
+    lat, mem = report["lateness_ms_by_store_time"], report["memory_mib"]
+    table = Table(title=f"timer: {count:,} messages due over {window:g} s (after a {report['lead_s']:g} s lead)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [("scheduling path", via), ("scheduled", f"{report['scheduled']:,}"),
+            ("scheduling took (s)", f"{report['schedule_s']:,.1f} ({report['schedule_rate_per_s'] or 0:,}/s)"),
+            ("due before scheduling ended", f"{report['due_before_scheduling_ended']:,}"),
+            ("delivered", f"{report['delivered']:,}"), ("missing", f"{report['missing']:,}"),
+            ("duplicates", f"{report['duplicates']:,}"),
+            ("lateness p50 / p99 / p99.9 / max (ms, store time - due)",
+             f"{lat['p50']:.0f} / {lat['p99']:.0f} / {lat['p999']:.0f} / {lat['max']:.0f}"),
+            ("lateness p50 / p99 / max (ms, at the consumer)",
+             " / ".join(f"{report['lateness_ms_at_consumer'][k]:.0f}" for k in ("p50", "p99", "max"))),
+            ("server peak RSS / RssAnon (MiB)", f"{mem['peak_rss']:.0f} / {mem['peak_anon']:.0f}")]
+    for k in ("10%", "100%"):
+        if f"{k}_scheduled_rss" in mem:
+            rows.append((f"server RSS / RssAnon at {k} scheduled (MiB)",
+                         f"{mem[f'{k}_scheduled_rss']:.0f} / {mem[f'{k}_scheduled_anon']:.0f}"))
+    rows += [("server CPU (s)", f"{report['server_cpu_s']:,.1f}"),
+             ("target", report["target"]), ("passed", "yes" if report["passed"] else "NO")]
+    for row in rows:
+        table.add_row(*row)
+    out().print(table)
+    out().print(f"path: {report['path']}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(report, indent=2))
+        err().print(f"results written to {json_out}")

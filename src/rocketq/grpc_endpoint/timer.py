@@ -15,11 +15,15 @@ the bucket of its due time: ``<storePath>/timer/<bucket start ms, 20 digits>``, 
 Only the buckets up to the next one are in memory (a heap by due time), so memory is bounded by
 the messages due within two bucket widths, whatever is scheduled for next week.  The delivery
 loop sleeps until the earliest due time (or an ingest wakes it) and re-puts each due message
-under its real topic and queue, normally within a few milliseconds of its time.
+under its real topic and queue, normally within a few milliseconds of its time.  Nothing the
+loop does between two deliveries takes long: ingest stops after ``INGEST_BUDGET_S``, the next
+bucket is read into the heap ``LOAD_CHUNK_ENTRIES`` at a time (it is loaded a bucket width ahead),
+and the checkpoint is written by a worker thread while deliveries go on.
 
 ``<storePath>/timer/checkpoint.json`` holds ``ingestOffset`` (timer-queue entries before it are in
-bucket files) and ``deliveredUntilMs`` (every message due before it was delivered); bucket files are
-fsynced before it is written, about once a second and at shutdown, and a bucket file is removed once
+bucket files) and ``deliveredUntilMs`` (every message due before it was delivered), as they were when
+the write began; the bucket files written before then are fsynced before it is written, about once
+a second and at shutdown, and a bucket file is removed once
 all of it was delivered.  After a crash, messages due in the last second before the crash or
 ingested in it may be delivered twice (at-least-once), never lost; after a clean stop, exactly once.
 """
@@ -48,6 +52,8 @@ TIMER_TOPIC = "rmq_sys_wheel_timer"
 ENTRY = struct.Struct(">qqiI")
 INGEST_BATCH = 256
 INGEST_ROUNDS_PER_WAKE = 16      # then deliver and yield the loop before reading on (bounded pauses)
+INGEST_BUDGET_S = 0.01           # ... or sooner, once a round took this long
+LOAD_CHUNK_ENTRIES = 2048        # bucket-file entries read into the heap per round (~3 ms)
 PERSIST_INTERVAL_S = 1.0
 MAX_SLEEP_S = 0.5
 _PROGRESS = (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)
@@ -89,6 +95,8 @@ class Timer:
         self._loop = asyncio.get_running_loop()
         self._task: asyncio.Task | None = None
         self._last_persist = 0.0
+        self._load_pos = 0                # bytes of bucket _loaded_until already in the heap
+        self._persisting: asyncio.Future | None = None
         self.delivered = 0
         self._persist_lock = threading.Lock()
 
@@ -124,6 +132,8 @@ class Timer:
 
     async def close(self) -> None:
         await cancel_and_wait(self._task)
+        if self._persisting is not None:
+            await asyncio.gather(self._persisting, return_exceptions=True)
         self.persist()
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -133,10 +143,12 @@ class Timer:
             try:
                 self._ingest()
                 now = self._now_ms()
-                self._load_until(self._bucket(now) + 2 * self._bucket_ms)
-                await self._deliver_due(now)
-                if time.monotonic() - self._last_persist >= PERSIST_INTERVAL_S:
-                    await asyncio.to_thread(self.persist)
+                if not self._load_until(self._bucket(now) + 2 * self._bucket_ms):
+                    self._wake.set()                    # more of the bucket to read after this round
+                await self._deliver_due(self._now_ms())
+                if time.monotonic() - self._last_persist >= PERSIST_INTERVAL_S and (
+                        self._persisting is None or self._persisting.done()):
+                    self._persist_in_background()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -154,7 +166,10 @@ class Timer:
         return ms - ms % self._bucket_ms
 
     def _ingest(self) -> None:
+        began = time.perf_counter()
         for _ in range(INGEST_ROUNDS_PER_WAKE):
+            if time.perf_counter() - began >= INGEST_BUDGET_S:
+                break
             res = self._store.get_messages(TIMER_TOPIC, 0, self.ingest_offset, INGEST_BATCH)
             if res.status == GetStatus.OFFSET_TOO_SMALL:
                 self.ingest_offset = res.next_begin_offset
@@ -182,15 +197,41 @@ class Timer:
             self._seen.add(phy)
             heapq.heappush(self._heap, (due, phy, size))
 
-    def _load_until(self, limit: int) -> None:
-        if limit <= self._loaded_until:
-            return
-        for start in sorted(s for s in self._files if self._loaded_until <= s < limit):
+    def _load_until(self, limit: int) -> bool:
+        """Read the bucket files below *limit* into the heap, at most LOAD_CHUNK_ENTRIES entries per
+        call; True once done.  ``_loaded_until`` (bucket-aligned) moves past a bucket only when all of
+        its file was read, so until then ingest files new entries for it there, and they are read too."""
+        budget = LOAD_CHUNK_ENTRIES
+        while self._loaded_until < limit:
+            start = self._loaded_until
+            if start not in self._files:
+                later = [s for s in self._files if start < s < limit]
+                self._loaded_until, self._load_pos = (min(later) if later else limit), 0
+                continue
+            if budget <= 0:
+                return False
             path = self._root / f"{start:020d}"
-            for due, phy, size in decode_entries(path.read_bytes(), path=str(path)):
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self._load_pos)
+                    data = f.read(budget * ENTRY.size)
+                    at_end = f.tell() >= os.fstat(f.fileno()).st_size
+            except FileNotFoundError:
+                data, at_end = b"", True
+            entries = decode_entries(data, path=str(path))
+            whole = len(data) - len(data) % ENTRY.size
+            if len(entries) * ENTRY.size < whole and not at_end:
+                raise ValueError(f"{path}: timer entry at byte {self._load_pos + len(entries) * ENTRY.size} "
+                                 "fails its CRC")
+            for due, phy, size in entries:
                 if due >= self.watermark_ms:
                     self._push(due, phy, size)
-        self._loaded_until = limit
+            budget -= len(entries)
+            self._load_pos += whole
+            if not at_end:
+                continue                                # more of this bucket (next round if over budget)
+            self._loaded_until, self._load_pos = start + self._bucket_ms, 0
+        return True
 
     async def _deliver_due(self, now: int) -> None:
         while self._heap and self._heap[0][0] <= now:
@@ -200,7 +241,8 @@ class Timer:
             heapq.heappop(self._heap)
             self._seen.discard(phy)
             self.delivered += 1
-        self.watermark_ms = max(self.watermark_ms, now + 1)
+        # not past a bucket still being read in: its unread entries are due but not delivered
+        self.watermark_ms = max(self.watermark_ms, min(now + 1, self._loaded_until))
         for start in [s for s in self._files if s + self._bucket_ms <= self.watermark_ms]:
             self._files.discard(start)
             self._dirty.discard(start)
@@ -224,23 +266,40 @@ class Timer:
         return True
 
     def persist(self) -> None:
-        with self._persist_lock:
-            self._persist()
+        """Fsync the bucket files written so far and write the checkpoint (blocking; at shutdown)."""
+        self._write_checkpoint(*self._snapshot())
 
-    def _persist(self) -> None:
-        for start in list(self._dirty):
-            path = self._root / f"{start:020d}"
-            if path.exists():
-                fd = os.open(path, os.O_RDONLY)
+    def _snapshot(self) -> tuple[int, int, list[int]]:
+        """The checkpoint as of now and the bucket files to fsync first (on the loop thread)."""
+        dirty = list(self._dirty)
+        self._dirty.clear()
+        self._last_persist = time.monotonic()
+        return self.ingest_offset, self.watermark_ms, dirty
+
+    def _persist_in_background(self) -> None:
+        snapshot = self._snapshot()
+        self._persisting = asyncio.ensure_future(asyncio.to_thread(self._write_checkpoint, *snapshot))
+
+        def done(fut: asyncio.Future) -> None:
+            if not fut.cancelled() and fut.exception() is not None:
+                self._dirty.update(s for s in snapshot[2] if s in self._files)    # fsync them next time
+                log.error("writing the timer checkpoint failed: %s", fut.exception())
+        self._persisting.add_done_callback(done)
+
+    def _write_checkpoint(self, ingest_offset: int, watermark_ms: int, dirty: list[int]) -> None:
+        with self._persist_lock:
+            for start in dirty:
+                try:
+                    fd = os.open(self._root / f"{start:020d}", os.O_RDONLY)
+                except FileNotFoundError:
+                    continue                            # all delivered and removed meanwhile
                 try:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-        self._dirty.clear()
-        tmp = self._root / "checkpoint.json.tmp"
-        tmp.write_text(json.dumps({"ingestOffset": self.ingest_offset, "deliveredUntilMs": self.watermark_ms}))
-        os.replace(tmp, self._root / "checkpoint.json")
-        self._last_persist = time.monotonic()
+            tmp = self._root / "checkpoint.json.tmp"
+            tmp.write_text(json.dumps({"ingestOffset": ingest_offset, "deliveredUntilMs": watermark_ms}))
+            os.replace(tmp, self._root / "checkpoint.json")
 
     @property
     def pending_in_memory(self) -> int:
