@@ -91,7 +91,7 @@ def _first_batch(store: str):
     from rocketq.spark.segments import list_segments
     from rocketq.spark.store_reader import read_range
     seg = list_segments(store)[0]
-    return next(read_range(seg, 0, seg.size, max_record=4 << 20, chunk_records=65_536))
+    return next(read_range(seg, 0, min(seg.size, 64 << 20), max_record=4 << 20, chunk_records=65_536))
 
 
 def _timed(action: Callable[[], object]) -> float:
