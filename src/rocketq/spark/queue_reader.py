@@ -14,6 +14,7 @@ there.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterator
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 MAX_PULL_MESSAGES = 1024          # the broker's cap per pull (and the Java client's pullBatchSize limit)
 PULL_WINDOW = 4                   # pulls in flight per task
 DECODE_ROWS = 8192                # rows decoded together (per-batch costs are paid once per this many)
+IDLE_RETRIES = 50                 # NO_NEW_MSG below the max offset: asked again this often (~20 s) before failing
 
 
 class DataLossError(RuntimeError):
@@ -88,9 +90,10 @@ def read_queue(task: QueueTask) -> Iterator[pa.RecordBatch]:
             nxt = _lost(task, off, result)
         else:                     # NO_NEW_MSG below max: the dispatcher is behind; ask again a few times
             idle += 1
-            if idle > 50:
+            if idle > IDLE_RETRIES:
                 raise DataLossError(f"{_where(task)}: the broker reports no messages at offset {off} "
                                     f"though its max offset is {result.max_offset}")
+            time.sleep(min(0.5, 0.01 * idle))               # give the broker's dispatch time to catch up
             nxt = off
         if nxt != off + n:                                   # the pulls ahead started at the wrong offsets
             for _, _, f in window:
