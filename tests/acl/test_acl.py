@@ -8,32 +8,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "broker"))
+from acl_fixtures import ACL_YAML, write_acl_file  # noqa: E402
 from broker_helpers import pull, send_v2, with_broker  # noqa: E402
 
 from rocketq.acl import sign  # noqa: E402
 from rocketq.acl.plain_acl import AclConfigError, AddressPattern, load_plain_acl  # noqa: E402
 from rocketq.acl.signing import signature, signed_content  # noqa: E402
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode  # noqa: E402
-
-ACL_YAML = """
-globalWhiteRemoteAddresses:
-  - 10.10.103.*
-accounts:
-  - accessKey: producer
-    secretKey: "p-secret"
-    defaultTopicPerm: DENY
-    defaultGroupPerm: DENY
-    topicPerms: [Orders=PUB, Audit=PUB|SUB]
-  - accessKey: consumer
-    secretKey: "c-secret"
-    defaultTopicPerm: SUB
-    defaultGroupPerm: DENY
-    topicPerms: [Secret=DENY]
-    groupPerms: [GID_C=SUB]
-  - accessKey: admin
-    secretKey: "a-secret"
-    admin: true
-"""
 
 
 @pytest.mark.parametrize("pattern, ip, ok", [
@@ -86,11 +67,7 @@ def _openssl_hmac_b64(data: bytes, key: bytes) -> str:
 
 
 def _acl_file(tmp_path, text: str) -> Path:
-    """In the store's config/ directory, where the broker looks by default."""
-    acl = tmp_path / "config" / "plain_acl.yml"
-    acl.parent.mkdir(exist_ok=True)
-    acl.write_text(text)
-    return acl
+    return write_acl_file(tmp_path, text)
 
 
 def _acl_broker(tmp_path, scenario):

@@ -1,5 +1,8 @@
-"""Checking each remoting request against ``plain_acl.yml`` (RocketMQ's PlainAccessValidator).
+"""Checking each request against ``plain_acl.yml`` (RocketMQ's PlainAccessValidator).
 
+:meth:`AclValidator.authorize` is the one decision both protocols use: the remoting side
+(:meth:`AclValidator.check`, below) and the gRPC endpoint (:mod:`rocketq.grpc_endpoint.auth`,
+which has its own signature and its own table of what each RPC needs).
 Order of checks for a request from IP ``ip``:
 
 1. ``ip`` matches ``globalWhiteRemoteAddresses``: allowed, nothing else is checked;
@@ -7,7 +10,9 @@ Order of checks for a request from IP ``ip``:
 3. ``ip`` matches the account's ``whiteRemoteAddress``: allowed;
 4. the ``Signature`` is the HMAC-SHA1 of the request (see :mod:`rocketq.acl.signing`), else refused;
 5. admin requests (create/delete topic, subscription group, broker config) need ``admin: true``;
-6. the resources the request touches need the account's permission (admins have all):
+6. the resources the request touches need the account's permission (admins have all; a
+   resource not listed gets ``defaultTopicPerm`` / ``defaultGroupPerm``; ``DENY`` refuses all; a
+   topic named ``%RETRY%group`` is checked as the group).  On remoting:
 
    ====================================  =============================================
    request                               needs
@@ -21,9 +26,9 @@ Order of checks for a request from IP ``ip``:
    UNREGISTER_CLIENT / consumer list     consumerGroup SUB
    ====================================  =============================================
 
-Refusals are answered NO_PERMISSION with a remark saying which check failed.  The file is
-re-read when it changes (size or mtime); a file that does not parse is logged and the previous
-accounts stay in force.
+Refusals are answered NO_PERMISSION with a remark saying which check failed (gRPC: UNAUTHORIZED
+for checks 2-4, FORBIDDEN for 5-6).  The file is re-read when it changes (size or mtime); a file
+that does not parse is logged and the previous accounts stay in force.
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ import hmac
 import json
 import logging
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from rocketq.acl.plain_acl import PUB, SUB, AclConfigError, PlainAcl, load_plain_acl
+from rocketq.acl.plain_acl import ANY, DENY, PUB, SUB, Account, AclConfigError, PlainAcl, load_plain_acl
 from rocketq.acl.signing import ACCESS_KEY, SIGNATURE, signature
 from rocketq.common.sysflag import RETRY_GROUP_TOPIC_PREFIX
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
@@ -50,7 +56,51 @@ _TOPIC_AND_GROUP = frozenset({RequestCode.PULL_MESSAGE, RequestCode.QUERY_CONSUM
 
 
 class AclDenied(Exception):
-    pass
+    """A refused request; the message names the account, the resource and what was missing."""
+
+
+class AclUnauthenticated(AclDenied):
+    """No AccessKey, an unknown account, or a signature that does not match."""
+
+
+class AclForbidden(AclDenied):
+    """The account is known and the signature matches, but it lacks a permission."""
+
+
+def permits(owned: int, need: int) -> bool:
+    """RocketMQ's ``Permission.checkPermission``: DENY refuses everything; a need of ``PUB|SUB``
+    (RocketMQ's ANY, asked by QueryRoute) is met by either; PUB or SUB must be owned as such."""
+    return not owned & DENY and bool(owned & need)
+
+
+def perm_text(perm: int) -> str:
+    if perm & DENY:
+        return "DENY"
+    return {PUB: "PUB", SUB: "SUB", ANY: "PUB|SUB"}.get(perm, str(perm))
+
+
+def resolve_resource(kind: str, name: str) -> tuple[str, str]:
+    """A topic named ``%RETRY%<group>`` is the group's resource (RocketMQ keeps group permissions
+    under the retry topic's name, so such a topic is checked against the group's permission)."""
+    if kind == "topic" and name.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return "group", name[len(RETRY_GROUP_TOPIC_PREFIX):]
+    return kind, name
+
+
+def check_permissions(account: Account, resources: Iterable[tuple[str, str, int]]) -> None:
+    """Raise AclForbidden unless *account* holds each (kind "topic"|"group", name, PUB|SUB|ANY)
+    (RocketMQ's ``PlainPermissionChecker``): admins hold everything; a resource the account does
+    not list gets its ``defaultTopicPerm`` / ``defaultGroupPerm``."""
+    if account.admin:
+        return
+    for kind, name, need in resources:
+        kind, name = resolve_resource(kind, name)
+        listed = account.topic_perms if kind == "topic" else account.group_perms
+        owned = listed.get(name, account.default_topic_perm if kind == "topic" else account.default_group_perm)
+        if not permits(owned, need):
+            has = f"{'the default ' if name not in listed else ''}{perm_text(owned)}"
+            raise AclForbidden(f"no {perm_text(need).replace('|', ' or ')} permission for {kind} {name!r} "
+                               f"(AccessKey {account.access_key!r} has {has})")
 
 
 def needed_resources(cmd: RemotingCommand) -> list[tuple[str, str, int]]:
@@ -121,36 +171,54 @@ class AclValidator:
 
     def check(self, ip: str, cmd: RemotingCommand) -> RemotingCommand | None:
         """None when *cmd* from *ip* is allowed, else the NO_PERMISSION answer."""
+        f = cmd.ext_fields
+
+        def signed(account: Account) -> bool:
+            expected = signature(account.secret_key, f, cmd.body)
+            return hmac.compare_digest(expected, f.get(SIGNATURE, ""))
         try:
-            self._validate(ip, cmd)
+            self.authorize(ip, f.get(ACCESS_KEY), signed, lambda: needed_resources(cmd),
+                           admin_request=cmd.code in ADMIN_CODES, what=f"request code {cmd.code}")
         except AclDenied as exc:
-            self.refused += 1
-            self.last_refusal = str(exc)
-            log.info("refused request code %d from %s: %s", cmd.code, ip, exc)
             return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION, str(exc))
         return None
 
-    def _validate(self, ip: str, cmd: RemotingCommand) -> None:
+    def authorize(self, ip: str, access_key: str | None, signed: Callable[[Account], bool],
+                  resources: Iterable[tuple[str, str, int]] | Callable[[], Iterable[tuple[str, str, int]]], *,
+                  admin_request: bool = False, what: str = "the request", no_key_hint: str = "") -> None:
+        """The whole ACL 1.0 decision for one request, for both protocols.
+
+        *signed(account)* says whether the request's signature matches the account's secret (each
+        protocol signs differently); *resources* (or a callable giving them) are the
+        (kind, name, PUB|SUB|ANY) the request touches.  Raises AclUnauthenticated or AclForbidden,
+        counted in :attr:`refused` and :attr:`last_refusal`."""
+        try:
+            account = self._authenticate(ip, access_key, signed, what, no_key_hint)
+            if account is None or account.admin:
+                return
+            if admin_request:
+                raise AclForbidden(f"{what} needs an admin account; AccessKey {account.access_key!r} is not one")
+            check_permissions(account, resources() if callable(resources) else resources)
+        except AclDenied as exc:
+            self.refused += 1
+            self.last_refusal = str(exc)
+            log.info("refused %s from %s: %s", what, ip, exc)
+            raise
+
+    def _authenticate(self, ip: str, access_key: str | None, signed: Callable[[Account], bool], what: str,
+                      no_key_hint: str) -> Account | None:
+        """The account, or None when *ip* is white-listed (then nothing more is checked)."""
         acl = self.acl
         if acl.globally_whitelisted(ip):
-            return
-        ak = cmd.ext_fields.get(ACCESS_KEY)
-        if not ak:
-            raise AclDenied(f"no AccessKey in request code {cmd.code} from {ip}; ACL is enabled on this broker")
-        account = acl.accounts.get(ak)
+            return None
+        if not access_key:
+            raise AclUnauthenticated(f"{what} from {ip} carries no AccessKey{no_key_hint}; "
+                                     "ACL is enabled on this broker")
+        account = acl.accounts.get(access_key)
         if account is None:
-            raise AclDenied(f"no ACL account for AccessKey {ak!r}")
+            raise AclUnauthenticated(f"no ACL account for AccessKey {access_key!r}")
         if account.white_address is not None and account.white_address.matches(ip):
-            return
-        expected = signature(account.secret_key, cmd.ext_fields, cmd.body)
-        if not hmac.compare_digest(expected, cmd.ext_fields.get(SIGNATURE, "")):
-            raise AclDenied(f"signature of request code {cmd.code} does not match for AccessKey {ak!r}")
-        if account.admin:
-            return
-        if cmd.code in ADMIN_CODES:
-            raise AclDenied(f"request code {cmd.code} needs an admin account; {ak!r} is not one")
-        for kind, name, need in needed_resources(cmd):
-            owned = account.topic_perm(name) if kind == "topic" else account.group_perm(name)
-            if not owned & need:
-                raise AclDenied(f"no {'PUB' if need == PUB else 'SUB'} permission for {kind} {name!r} "
-                                f"(AccessKey {ak!r})")
+            return None
+        if not signed(account):
+            raise AclUnauthenticated(f"signature of {what} does not match for AccessKey {access_key!r}")
+        return account

@@ -1,11 +1,40 @@
-"""Authentication of gRPC calls against ``plain_acl.yml`` when the broker has ACL enabled.
+"""ACL 1.0 on gRPC calls, against ``plain_acl.yml``, when the broker has ACL enabled.
 
 Every v2 client call carries ``authorization: MQv2-HMAC-SHA1 Credential=<ak>,
 SignedHeaders=x-mq-date-time, Signature=<hex HMAC-SHA1(secret key, x-mq-date-time)>`` and the
-signed ``x-mq-date-time`` header.  With ACL on, a call is accepted when its client IP is globally
-white-listed, or it names an account and either comes from the account's white-listed addresses
-or carries a matching signature.  Per-topic and per-group permissions of the account are not
-checked on this protocol yet.  With ACL off, the header is ignored.
+signed ``x-mq-date-time`` header.  The decision is the remoting side's
+(:meth:`rocketq.acl.validator.AclValidator.authorize`): a globally white-listed peer IP passes;
+else the call must name an account, and either come from the account's ``whiteRemoteAddress``
+(then nothing more is checked) or carry a matching signature; then, unless the account is an
+admin, it needs these permissions (RocketMQ 5.1's ``PlainAccessResource.parse(GeneratedMessageV3,
+AuthenticationHeader)``):
+
+=================================  ===========================================================
+RPC                                needs
+=================================  ===========================================================
+SendMessage                        PUB on each message's topic
+EndTransaction                     PUB on the topic
+QueryRoute                         PUB or SUB on the topic
+QueryAssignment                    SUB on the topic, SUB on the group
+ReceiveMessage                     SUB on the queue's topic, SUB on the group
+AckMessage                         SUB on the topic, SUB on the group
+ChangeInvisibleDuration            SUB on the topic, SUB on the group
+ForwardMessageToDeadLetterQueue    SUB on the topic, SUB on the group
+Heartbeat                          consumers (PUSH_CONSUMER, SIMPLE_CONSUMER): SUB on the group,
+                                   which they must name; others: signature only
+NotifyClientTermination            SUB on the group when one is named; else signature only
+Telemetry                          signature when the stream opens; then each ``settings``
+                                   command: PUB on each publishing topic, SUB on the
+                                   subscription group and on each subscribed topic (one with
+                                   neither publishing nor subscription is refused)
+PullMessage, offsets, Recall ...   not served (NOT_IMPLEMENTED), nothing checked
+=================================  ===========================================================
+
+A topic named ``%RETRY%<group>`` is checked as that group.  A bad or missing signature (or no
+such account) is answered UNAUTHORIZED, a missing permission FORBIDDEN, each with a message naming
+the account, the resource and the permission.  Namespaces (``resource_namespace``) are not part of
+the names checked, as the endpoint does not use them to name topics or groups either.  With ACL
+off the header is ignored.
 """
 
 from __future__ import annotations
@@ -13,15 +42,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from rocketq.grpc_endpoint.protocol import Code, V2Error
+from rocketq.acl.plain_acl import ANY, PUB, SUB
+from rocketq.acl.validator import AclForbidden, AclUnauthenticated
+from rocketq.grpc_endpoint.protocol import Code, V2Error, pb, spb
 
 SCHEME = "MQv2-HMAC-SHA1"
+_CONSUMER_TYPES = frozenset({pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER})
+
+Resources = list[tuple[str, str, int]]
 
 
 def parse_authorization(value: str) -> dict[str, str]:
+    """The fields of an ``authorization`` header; empty when it is not of the MQv2-HMAC-SHA1 scheme."""
     scheme, _, rest = value.strip().partition(" ")
     if scheme != SCHEME:
-        raise V2Error(Code.UNAUTHORIZED, f"authorization scheme {scheme!r} is not {SCHEME}")
+        return {}
     fields = {}
     for part in rest.split(","):
         k, sep, v = part.strip().partition("=")
@@ -30,21 +65,75 @@ def parse_authorization(value: str) -> dict[str, str]:
     return fields
 
 
-def authenticate(validator, ip: str, md: dict[str, str]) -> None:
-    """Raises V2Error(UNAUTHORIZED) unless the call may go on; *validator* is the broker's AclValidator."""
-    acl = validator.acl
-    if acl.globally_whitelisted(ip):
-        return
+def _topic_and_group(req) -> Resources:
+    return [("topic", req.topic.name, SUB), ("group", req.group.name, SUB)]
+
+
+def _send(req) -> Resources:
+    return [("topic", t, PUB) for t in dict.fromkeys(m.topic.name for m in req.messages)]
+
+
+def _heartbeat(req) -> Resources:
+    if req.client_type not in _CONSUMER_TYPES:
+        return []
+    if not req.group.name:
+        raise AclForbidden("a consumer's Heartbeat names no group; ACL needs one to check SUB on it")
+    return [("group", req.group.name, SUB)]
+
+
+_NEEDS = {
+    spb.SendMessageRequest: _send,
+    spb.EndTransactionRequest: lambda r: [("topic", r.topic.name, PUB)],
+    spb.QueryRouteRequest: lambda r: [("topic", r.topic.name, ANY)],
+    spb.QueryAssignmentRequest: _topic_and_group,
+    spb.ReceiveMessageRequest: lambda r: [("topic", r.message_queue.topic.name, SUB), ("group", r.group.name, SUB)],
+    spb.AckMessageRequest: _topic_and_group,
+    spb.ChangeInvisibleDurationRequest: _topic_and_group,
+    spb.ForwardMessageToDeadLetterQueueRequest: _topic_and_group,
+    spb.HeartbeatRequest: _heartbeat,
+    spb.NotifyClientTerminationRequest: lambda r: [("group", r.group.name, SUB)] if r.group.name else [],
+}
+
+
+def settings_resources(settings: pb.Settings) -> Resources:
+    """What a Telemetry ``settings`` command needs (RocketMQ checks each one on the stream)."""
+    publishing, subscription = settings.HasField("publishing"), settings.HasField("subscription")
+    if not publishing and not subscription:
+        raise AclForbidden("a Telemetry settings command with neither publishing nor subscription")
+    out: Resources = []
+    if publishing:
+        out += [("topic", t.name, PUB) for t in settings.publishing.topics]
+    if subscription:
+        out.append(("group", settings.subscription.group.name, SUB))
+        out += [("topic", e.topic.name, SUB) for e in settings.subscription.subscriptions]
+    return out
+
+
+def needed_resources(req) -> Resources:
+    """(kind "topic"|"group", name, PUB|SUB|ANY) a v2 request needs; [] for one that needs only the
+    signature (and for a request that did not parse, which is answered BAD_REQUEST afterwards)."""
+    fn = _NEEDS.get(type(req))
+    return fn(req) if fn is not None else []
+
+
+def authorize(validator, ip: str, md: dict[str, str], rpc: str, resources=()) -> None:
+    """Raises V2Error(UNAUTHORIZED) or V2Error(FORBIDDEN) unless the call may go on.
+
+    *validator* is the broker's AclValidator, *md* the call's metadata (lower-case keys), *rpc* the
+    method name for messages, *resources* what the call needs (see :func:`needed_resources`), or a
+    callable giving them, so they are only worked out when the peer is not white-listed."""
     header = md.get("authorization")
-    if not header:
-        raise V2Error(Code.UNAUTHORIZED, f"no authorization metadata on a call from {ip}; ACL is enabled")
-    fields = parse_authorization(header)
-    ak = fields.get("Credential", "").split("/")[0]
-    account = acl.accounts.get(ak)
-    if account is None:
-        raise V2Error(Code.UNAUTHORIZED, f"no ACL account for access key {ak!r}")
-    if account.white_address is not None and account.white_address.matches(ip):
-        return
-    expected = hmac.new(account.secret_key.encode(), md.get("x-mq-date-time", "").encode(), hashlib.sha1).hexdigest()
-    if not hmac.compare_digest(expected, fields.get("Signature", "").lower()):
-        raise V2Error(Code.UNAUTHORIZED, f"signature does not match for access key {ak!r}")
+    fields = parse_authorization(header) if header else {}
+    access_key = fields.get("Credential", "").split("/")[0] or None
+    date_time = md.get("x-mq-date-time", "").encode()
+
+    def signed(account) -> bool:
+        expected = hmac.new(account.secret_key.encode(), date_time, hashlib.sha1).hexdigest()
+        return hmac.compare_digest(expected, fields.get("Signature", "").lower())
+    hint = "" if not header or fields else f" (its authorization is not of the {SCHEME} scheme)"
+    try:
+        validator.authorize(ip, access_key, signed, resources, what=f"gRPC {rpc}", no_key_hint=hint)
+    except AclUnauthenticated as exc:
+        raise V2Error(Code.UNAUTHORIZED, str(exc)) from None
+    except AclForbidden as exc:
+        raise V2Error(Code.FORBIDDEN, str(exc)) from None

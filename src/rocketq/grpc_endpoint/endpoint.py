@@ -28,7 +28,7 @@ from pathlib import Path
 
 import grpc
 
-from rocketq.grpc_endpoint.auth import authenticate
+from rocketq.grpc_endpoint.auth import authorize, needed_resources, settings_resources
 from rocketq.grpc_endpoint.consumer_service import ConsumerService
 from rocketq.grpc_endpoint.pop_log import PopLog
 from rocketq.grpc_endpoint.pop_state import PopState
@@ -184,7 +184,7 @@ def _guard(response_type):
         @functools.wraps(fn)
         async def handler(self, req, context):
             try:
-                self._authenticate(context)
+                self._authorize(context, fn.__name__, req)
                 Malformed.check(req)
                 return await fn(self, req, context)
             except V2Error as exc:
@@ -200,12 +200,19 @@ class _Servicer(spb_grpc.MessagingServiceServicer):
     def __init__(self, endpoint: GrpcEndpoint):
         self._e = endpoint
 
-    def _authenticate(self, context) -> None:
+    def _authorize(self, context, rpc: str, req=None) -> None:
+        """ACL (when the broker has it on): the signature, and the permissions *req* needs."""
         acl = self._e.broker.acl
         if acl is not None:
-            peer = context.peer() or ""
-            ip = peer.partition(":")[2].rpartition(":")[0].strip("[]")
-            authenticate(acl, ip, metadata(context))
+            authorize(acl, _peer_ip(context), metadata(context), rpc, lambda: needed_resources(req))
+
+    def _settings_check(self, context):
+        """For Telemetry: a check of each settings command against the stream's account."""
+        acl = self._e.broker.acl
+        if acl is None:
+            return None
+        ip, md = _peer_ip(context), metadata(context)
+        return lambda settings: authorize(acl, ip, md, "Telemetry settings", lambda: settings_resources(settings))
 
     @_guard(spb.QueryRouteResponse)
     async def QueryRoute(self, req, context):
@@ -245,7 +252,7 @@ class _Servicer(spb_grpc.MessagingServiceServicer):
 
     async def ReceiveMessage(self, req, context):
         try:
-            self._authenticate(context)
+            self._authorize(context, "ReceiveMessage", req)
             Malformed.check(req)
         except V2Error as exc:
             yield spb.ReceiveMessageResponse(status=exc.to_status())
@@ -255,11 +262,11 @@ class _Servicer(spb_grpc.MessagingServiceServicer):
 
     async def Telemetry(self, request_iterator, context):
         try:
-            self._authenticate(context)
+            self._authorize(context, "Telemetry")
         except V2Error as exc:
             yield spb.TelemetryCommand(status=exc.to_status())
             return
-        async for cmd in self._e.sessions.telemetry(request_iterator, context):
+        async for cmd in self._e.sessions.telemetry(request_iterator, context, self._settings_check(context)):
             yield cmd
 
     async def PullMessage(self, req, context):
@@ -279,6 +286,12 @@ class _Servicer(spb_grpc.MessagingServiceServicer):
 
     async def SyncLiteSubscription(self, req, context):
         return spb.SyncLiteSubscriptionResponse(status=_not_implemented("SyncLiteSubscription"))
+
+
+def _peer_ip(context) -> str:
+    """``ipv4:1.2.3.4:5678`` / ``ipv6:[::1]:5678`` as grpc names the peer -> the bare IP."""
+    peer = context.peer() or ""
+    return peer.partition(":")[2].rpartition(":")[0].strip("[]")
 
 
 def _not_implemented(name: str):

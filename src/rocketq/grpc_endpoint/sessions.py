@@ -139,7 +139,10 @@ class Sessions:
 
     # -- Telemetry -------------------------------------------------------------------------------
 
-    async def telemetry(self, request_iterator, context):
+    async def telemetry(self, request_iterator, context, settings_check=None):
+        """Serve one Telemetry stream.  *settings_check(settings)*, when given (ACL on), is called
+        for each settings command and may raise V2Error: that status is answered and the stream
+        ends, as RocketMQ's proxy ends a stream whose command its ACL refuses."""
         try:
             session = self.touch(client_id_of(context))
         except V2Error as exc:
@@ -149,7 +152,7 @@ class Sessions:
         if session.outbox is not None:
             _close_outbox(session.outbox)          # one stream per client: the newer one wins
         session.outbox = outbox
-        reader = asyncio.create_task(self._read(request_iterator, session, outbox))
+        reader = asyncio.create_task(self._read(request_iterator, session, outbox, settings_check))
         try:
             while True:
                 cmd = await outbox.get()
@@ -162,7 +165,8 @@ class Sessions:
                 session.outbox = None
                 session.last_seen = time.monotonic()
 
-    async def _read(self, request_iterator, session: ClientSession, outbox: asyncio.Queue) -> None:
+    async def _read(self, request_iterator, session: ClientSession, outbox: asyncio.Queue,
+                    settings_check=None) -> None:
         it = request_iterator.__aiter__()
         try:
             try:
@@ -172,8 +176,7 @@ class Sessions:
                     Code.BAD_REQUEST, f"no settings within {self._settings.settings_timeout_s:g} s of opening Telemetry")))
                 return
             cmd = first
-            while True:
-                self._on_command(session, cmd, outbox)
+            while self._on_command(session, cmd, outbox, settings_check):
                 cmd = await it.__anext__()
         except StopAsyncIteration:
             pass
@@ -184,18 +187,26 @@ class Sessions:
         finally:
             _close_outbox(outbox)
 
-    def _on_command(self, session: ClientSession, cmd, outbox: asyncio.Queue) -> None:
+    def _on_command(self, session: ClientSession, cmd, outbox: asyncio.Queue, settings_check=None) -> bool:
+        """Handle one command; False when the stream is to end."""
         if isinstance(cmd, Malformed):
             _offer(outbox, spb.TelemetryCommand(status=status(Code.BAD_REQUEST, f"not a TelemetryCommand: {cmd.error}")))
-            return
+            return True
         if not cmd.HasField("settings"):
-            return                               # thread stack traces, verify results: nothing to do
+            return True                          # thread stack traces, verify results: nothing to do
+        if settings_check is not None:
+            try:
+                settings_check(cmd.settings)
+            except V2Error as exc:
+                _offer(outbox, spb.TelemetryCommand(status=exc.to_status()))
+                return False
         try:
             merged = self.merge(session, cmd.settings)
         except V2Error as exc:
             _offer(outbox, spb.TelemetryCommand(status=exc.to_status()))
-            return
+            return True
         _offer(outbox, spb.TelemetryCommand(status=status(), settings=merged))
+        return True
 
     def merge(self, session: ClientSession, s: pb.Settings) -> pb.Settings:
         out = pb.Settings()
