@@ -45,3 +45,11 @@ def listing(options: Mapping[str, str], name: str) -> list[str]:
     """A comma-separated option as a list of its non-empty, stripped items."""
     value = options.get(name) or ""
     return [item.strip() for item in str(value).split(",") if item.strip()]
+
+
+def namesrvs(options: Mapping[str, str]) -> list[str]:
+    """``namesrv`` (or ``endpoints``): NameServer addresses, ``;``- or ``,``-separated."""
+    text = options.get("namesrv") or options.get("endpoints")
+    if not text or not str(text).strip():
+        raise OptionError("option 'namesrv' is required: the NameServer address, e.g. 127.0.0.1:9876")
+    return [a.strip() for a in str(text).replace(",", ";").split(";") if a.strip()]

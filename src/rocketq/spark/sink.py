@@ -51,10 +51,7 @@ class SentCount(WriterCommitMessage):
 
 class _SinkSettings:
     def __init__(self, options):
-        text = options.get("namesrv") or options.get("endpoints")
-        if not text or not str(text).strip():
-            raise opt.OptionError("option 'namesrv' is required: the NameServer address, e.g. 127.0.0.1:9876")
-        self.namesrvs = [a.strip() for a in str(text).replace(",", ";").split(";") if a.strip()]
+        self.namesrvs = opt.namesrvs(options)
         self.topic = options.get("topic")
         self.group = options.get("producerGroup") or DEFAULT_GROUP
         self.batch_size = opt.integer(options, "batchSize", 1024, minimum=1)

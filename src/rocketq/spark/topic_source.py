@@ -49,10 +49,7 @@ class _Settings:
     """The source's options, parsed once on the driver (plain data: pickled with the reader)."""
 
     def __init__(self, options, *, streaming: bool):
-        text = options.get("namesrv") or options.get("endpoints")
-        if not text or not str(text).strip():
-            raise opt.OptionError("option 'namesrv' is required: the NameServer address, e.g. 127.0.0.1:9876")
-        self.namesrvs = [a.strip() for a in str(text).replace(",", ";").split(";") if a.strip()]
+        self.namesrvs = opt.namesrvs(options)
         self.topics = opt.listing(options, "topics") or opt.listing(options, "subscribe")
         self.pattern = options.get("topicPattern") or options.get("subscribePattern")
         if bool(self.topics) == bool(self.pattern):
