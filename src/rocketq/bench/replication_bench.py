@@ -6,7 +6,10 @@ slave (``rocketq namesrv`` / ``rocketq broker -c``) - and rocketq's client in th
 * replication lag under full load: the largest gap, sampled every 50 ms while the ASYNC_MASTER takes
   batches as fast as it can, between the master's CommitLog end and the slave's (bytes);
 * failover time: SIGKILL the master, then time until a consumer reading the topic gets the next
-  message from the slave, and until a producer's send succeeds on the cluster's other master.
+  message from the slave, and until a producer's send succeeds on the cluster's other master;
+* controller-mode failover: a NameServer with the controller and three brokers of one set
+  (SYNC_MASTER while master); SIGKILL the master, then time until a consumer reads the topic and
+  until a producer's send to the same topic succeeds on the elected master (master timeout 3 s).
 """
 
 from __future__ import annotations
@@ -100,9 +103,9 @@ async def _lag_under_load(namesrv: str, master_port: int, slave_port: int, secon
     return worst
 
 
-async def _failover(namesrv: str, master: Proc) -> tuple[float, float]:
+async def _failover(namesrv: str, master: Proc, send_topic: str = "FailoverOther") -> tuple[float, float]:
     """Seconds from SIGKILL of the master until (a) a consumer started then reads the topic from the
-    slave, (b) a producer's send succeeds on the other master."""
+    slave, (b) a producer's send to *send_topic* succeeds (on the other master, or the elected one)."""
     from rocketq.client import ConsumeFrom, LitePullConsumer, Message, MQClientError, Producer
     async with Producer("REP_FO", namesrv, timeout_s=1) as p:
         for i in range(20):
@@ -120,7 +123,7 @@ async def _failover(namesrv: str, master: Proc) -> tuple[float, float]:
         await consumer.shutdown()
         while send_s < 0 and time.perf_counter() - t_kill < 120:
             try:
-                r = await p.send(Message("FailoverOther", b"x"))
+                r = await p.send(Message(send_topic, b"x"))
                 if r.status.value == "SEND_OK":
                     send_s = time.perf_counter() - t_kill
             except MQClientError:
@@ -128,10 +131,33 @@ async def _failover(namesrv: str, master: Proc) -> tuple[float, float]:
     return read_s, send_s
 
 
+def _controlled_broker(root: Path, broker_id: int, namesrv: str) -> Proc:
+    conf = root / f"c{broker_id}.conf"
+    conf.write_text(f"brokerName=broker-c\nbrokerId={broker_id}\nenableControllerMode=true\n"
+                    f"controllerMasterRole=SYNC_MASTER\nstorePathRootDir={root / f'c{broker_id}'}\n"
+                    f"namesrvAddr={namesrv}\nlistenPort=0\nhaListenPort=0\nbindAddress=127.0.0.1\n")
+    return Proc(["broker", "-c", str(conf)], r"listening on [\d.]+:(\d+)")
+
+
+def _controller_failover(root: Path) -> tuple[float, float]:
+    ns = Proc(["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config", str(root / "kv"),
+               "--enable-controller"], r"listening on [\d.]+:(\d+)")
+    addr = f"127.0.0.1:{ns.port}"
+    first = _controlled_broker(root, 1, addr)            # the first broker heard from becomes master
+    time.sleep(2.0)
+    others = [_controlled_broker(root, i, addr) for i in (2, 3)]
+    time.sleep(3.0)                                       # both follow the master
+    try:
+        return _run(_failover(addr, first, send_topic="Failover"))
+    finally:
+        for p in (*others, first, ns):
+            p.stop()
+
+
 def run_replication_bench(*, runs: int = 3, count: int = 20_000, directory: Path | None = None,
                           progress: Callable[[str], None] = lambda s: None) -> dict:
     modes = {"no replication": [], "ASYNC_MASTER + slave": [], "SYNC_MASTER + slave": []}
-    lags, reads, sends = [], [], []
+    lags, reads, sends, c_reads, c_sends = [], [], [], [], []
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         for run in range(runs):
             for mode in modes:
@@ -164,10 +190,17 @@ def run_replication_bench(*, runs: int = 3, count: int = 20_000, directory: Path
                 finally:
                     for p in procs:
                         p.stop()
+            progress(f"run {run + 1}/{runs}: controller-mode failover")
+            root = Path(tmp) / f"{run}-controller"
+            root.mkdir()
+            read_s, send_s = _controller_failover(root)
+            c_reads.append(read_s)
+            c_sends.append(send_s)
 
     def mmm(xs):
         return [min(xs), statistics.median(xs), max(xs)] if xs else None
     return {"produce_1KiB_64_senders": {m: {"msgs_per_s": mmm([r[0] for r in v]), "p50_ms": mmm([r[1] for r in v]),
                                             "p99_ms": mmm([r[2] for r in v])} for m, v in modes.items()},
             "max_replication_lag_bytes": mmm(lags), "failover_read_from_slave_s": mmm(reads),
-            "failover_send_to_other_master_s": mmm(sends), "runs": runs, "count": count}
+            "failover_send_to_other_master_s": mmm(sends), "controller_failover_read_s": mmm(c_reads),
+            "controller_failover_send_to_elected_master_s": mmm(c_sends), "runs": runs, "count": count}

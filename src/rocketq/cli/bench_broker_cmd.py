@@ -69,6 +69,10 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
                 f"{fmt(report['failover_read_from_slave_s'], '.3f')}")
     out().print(f"failover, master SIGKILL -> sending to the other master (s): "
                 f"{fmt(report['failover_send_to_other_master_s'], '.3f')}")
+    out().print(f"controller mode, master SIGKILL -> reading the topic (s): "
+                f"{fmt(report['controller_failover_read_s'], '.3f')}")
+    out().print(f"controller mode, master SIGKILL -> sending to the elected master (s): "
+                f"{fmt(report['controller_failover_send_to_elected_master_s'], '.3f')}")
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2))
 
