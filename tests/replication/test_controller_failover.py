@@ -10,8 +10,6 @@ import asyncio
 import json
 import os
 import random
-import re
-import select
 import signal
 import subprocess
 import sys
@@ -20,22 +18,8 @@ import time
 from rocketq.client import ConsumeFrom, LitePullConsumer, Message, MQClientError, Producer
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode
 
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+from processes import ENV, spawn
 TOPIC = "Ctl"
-
-
-def _spawn(args, pattern, what, log_path):
-    err = open(log_path, "a")
-    proc = subprocess.Popen([sys.executable, "-m", "rocketq.cli.main", *args], stdout=subprocess.PIPE,
-                            stderr=err, text=True, env=ENV)
-    err.close()
-    ready, _, _ = select.select([proc.stdout], [], [], 60)
-    line = proc.stdout.readline() if ready else ""
-    m = re.search(pattern, line)
-    if not m:
-        proc.kill()
-        raise AssertionError(f"{what} did not start: {line!r} {open(log_path).read()[-3000:]}")
-    return proc, m
 
 
 def _broker(tmp_path, bid, namesrv):
@@ -44,7 +28,7 @@ def _broker(tmp_path, bid, namesrv):
                     f"{tmp_path / f'b{bid}'}\nnamesrvAddr={namesrv}\nlistenPort=0\nhaListenPort=0\n"
                     f"bindAddress=127.0.0.1\nflushDiskType=SYNC_FLUSH\nmapedFileSizeCommitLog=4194304\n"
                     f"maxHashSlotNum=1009\nmaxIndexNum=20000\n")
-    proc, m = _spawn(["broker", "-c", str(conf)], r"listening on ([\d.]+:\d+)", f"broker {bid}",
+    proc, m = spawn(["broker", "-c", str(conf)], r"listening on ([\d.]+:\d+)", f"broker {bid}",
                      tmp_path / f"b{bid}.log")
     return proc, m.group(1)
 
@@ -109,7 +93,7 @@ def test_controller_elects_the_best_slave_and_the_old_master_rejoins(tmp_path):
     seed = random.randrange(1 << 30)
     print(f"seed={seed}")
     rng = random.Random(seed)
-    ns_proc, m = _spawn(["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config", str(tmp_path / "ns" / "kv"),
+    ns_proc, m = spawn(["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config", str(tmp_path / "ns" / "kv"),
                          "--enable-controller", "--controller-master-timeout-ms", "1500"],
                         r"listening on [\d.]+:(\d+)", "namesrv", tmp_path / "ns.log")
     namesrv = f"127.0.0.1:{m.group(1)}"

@@ -3,31 +3,15 @@ producer sends; every acknowledged message is then read from the slave; the mast
 store verifies, and the slave's store verifies too."""
 
 import asyncio
-import os
 import random
-import re
-import select
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from rocketq.client import ConsumeFrom, LitePullConsumer, Message, MQClientError, Producer
 
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-
-
-def _spawn(args, pattern, what):
-    proc = subprocess.Popen([sys.executable, "-m", "rocketq.cli.main", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV)
-    ready, _, _ = select.select([proc.stdout], [], [], 60)
-    line = proc.stdout.readline() if ready else ""
-    m = re.search(pattern, line)
-    if not m:
-        proc.kill()
-        raise AssertionError(f"{what} did not start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}")
-    return proc, m
+from processes import ENV, spawn
 
 
 def _broker(tmp_path, name, namesrv, port, extra):
@@ -35,15 +19,15 @@ def _broker(tmp_path, name, namesrv, port, extra):
     conf.write_text(f"brokerName=broker-a\nstorePathRootDir={tmp_path / name}\nnamesrvAddr={namesrv}\n"
                     f"listenPort={port}\nbindAddress=127.0.0.1\nmapedFileSizeCommitLog=4194304\n"
                     f"maxHashSlotNum=1009\nmaxIndexNum=20000\n{extra}")
-    return _spawn(["broker", "-c", str(conf)], r"listening on [\d.]+:(\d+)", name)
+    return spawn(["broker", "-c", str(conf)], r"listening on [\d.]+:(\d+)", name, tmp_path / f"{name}.log")
 
 
 def test_sigkill_master_slave_has_every_acknowledged_message(tmp_path):
     seed = random.randrange(1 << 30)
     print(f"seed={seed}")
     rng = random.Random(seed)
-    namesrv_proc, m = _spawn(["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config", str(tmp_path / "kv")],
-                             r"listening on [\d.]+:(\d+)", "namesrv")
+    namesrv_proc, m = spawn(["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config", str(tmp_path / "kv")],
+                            r"listening on [\d.]+:(\d+)", "namesrv", tmp_path / "namesrv.log")
     namesrv = f"127.0.0.1:{m.group(1)}"
     master, m = _broker(tmp_path, "master", namesrv, 0, "brokerRole=SYNC_MASTER\nhaListenPort=0\n")
     master_port = int(m.group(1))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from rocketq.client.api import MQClientAPI
 from rocketq.client.model import MessageQueue, MQClientError
-from rocketq.client.sync import run, submit  # noqa: F401  (submit: used by the sink)
+from rocketq.client.sync import run, submit
 from rocketq.remoting.codes import ResponseCode
 from rocketq.spark.options import OptionError
 
@@ -37,6 +37,9 @@ def api() -> MQClientAPI:
         if _API is None:
             _API = MQClientAPI(timeout_s=CALL_TIMEOUT_S)
         return _API
+
+
+__all__ = ["Catalog", "QueueRef", "api", "call", "submit", "canonical", "flatten", "nest", "parse_offsets_json"]
 
 
 def call(coro):
