@@ -119,6 +119,7 @@ class Broker:
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.groups = SubscriptionGroupManager(config_dir / "subscriptionGroup.json")
         self.server: RemotingServer | None = None
+        self.server_tls: ServerTls | None = None
         self._tasks: list[asyncio.Task] = []
         self._handlers = {
             RequestCode.SEND_MESSAGE: self._send, RequestCode.SEND_MESSAGE_V2: self._send,
@@ -151,8 +152,9 @@ class Broker:
         self.topics.load()
         self.offsets.load()
         self.groups.load()
-        tls = ServerTls(self.settings.tls) if self.settings.tls.mode != TlsMode.DISABLED else None
-        self.server = RemotingServer(self._handle, self.settings.host, self.settings.port, tls=tls)
+        # one certificate (reloaded when its files change) for the remoting, HA and gRPC ports
+        self.server_tls = ServerTls(self.settings.tls) if self.settings.tls.mode != TlsMode.DISABLED else None
+        self.server = RemotingServer(self._handle, self.settings.host, self.settings.port, tls=self.server_tls)
         await self.server.start(serving=False)             # bound: the port is known, nobody served yet
         host = self.settings.announce_host or (
             "127.0.0.1" if self.settings.host in ("0.0.0.0", "") else self.settings.host)

@@ -23,6 +23,14 @@ its real end.
 (:meth:`HAMaster.wait_replicated`, bounded by ``syncFlushTimeout``): FLUSH_SLAVE_TIMEOUT when it
 does not come in time, SLAVE_NOT_AVAILABLE when no slave is connected or the best one is more than
 ``HA_MAX_GAP`` bytes behind, as in RocketMQ.
+
+TLS: with the broker's ``tlsMode`` not ``disabled`` the master's port is a
+:class:`~rocketq.remoting.tls.TlsListener`, as the remoting port is - ``permissive`` serves plain and
+TLS slaves on the one port (the slave speaks first, and the first byte of its CommitLog end is 0,
+never 0x16, a TLS handshake record), ``enforcing`` closes plain connections; each new connection
+gets the current certificate (reloaded when its files change).  A slave connects with TLS when the
+broker's ``tls.enable`` is on (``ssl_context``: the broker's ``client_ssl_context``, called for
+every connection).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import logging
 import struct
 
 from rocketq.common.aio import cancel_and_wait, wait_event
+from rocketq.remoting.tls import ServerTls, TlsListener, TlsMode
 
 log = logging.getLogger(__name__)
 
@@ -46,23 +55,39 @@ _OFFSET = struct.Struct(">q")
 
 
 class HAMaster:
-    def __init__(self, store, host: str, port: int):
+    def __init__(self, store, host: str, port: int, *, tls: ServerTls | None = None):
         self.store, self.host, self.port = store, host, port
+        self.tls = tls if tls is not None and tls.mode != TlsMode.DISABLED else None
         self._server: asyncio.AbstractServer | None = None
+        self._listener: TlsListener | None = None
         self._new_data = asyncio.Event()
         self._acked = asyncio.Condition()
         self.slaves: dict[str, int] = {}            # peer -> its reported end
 
     async def start(self) -> HAMaster:
         try:
-            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+            if self.tls is not None:
+                self._listener = TlsListener(self.tls, self.host, self.port, self._stream_protocol,
+                                             what="HA master").bind()
+                self._listener.serve()
+                self.port = self._listener.port
+            else:
+                self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+                self.port = self._server.sockets[0].getsockname()[1]
         except OSError as exc:
             raise OSError(exc.errno, f"HA port {self.host}:{self.port} (haListenPort): {exc.strerror}") from None
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("HA master listening on %s:%d", self.host, self.port)
+        log.info("HA master listening on %s:%d%s", self.host, self.port,
+                 f" (TLS {self.tls.mode.value})" if self.tls is not None else "")
         return self
 
+    def _stream_protocol(self) -> asyncio.StreamReaderProtocol:
+        """What ``asyncio.start_server`` makes for each connection: streams handed to :meth:`_serve`."""
+        return asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._serve)
+
     async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
@@ -161,8 +186,10 @@ def _whole_records(cl, offset: int, size: int, available: int) -> int:
 class HASlave:
     """Keeps a connection to the master's HA port and appends what it streams."""
 
-    def __init__(self, store, master_addr, on_data=None):
+    def __init__(self, store, master_addr, on_data=None, *, ssl_context=None):
         self.store = store
+        # None, an SSLContext, or a callable giving one (or None) for each connection
+        self._ssl_context = ssl_context if callable(ssl_context) else (lambda: ssl_context)
         self._master_addr = master_addr if callable(master_addr) else (lambda: master_addr)
         self.host, self.port = "?", 0
         self._on_data = on_data
@@ -184,7 +211,7 @@ class HASlave:
         while True:
             try:
                 await self._session()
-            except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
+            except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:   # ssl.SSLError too
                 log.info("HA connection to master %s:%d: %s; reconnecting", self.host, self.port, exc)
             self.connected = False
             await asyncio.sleep(1.0)
@@ -195,7 +222,9 @@ class HASlave:
             raise ConnectionError("the master's HA address is not known yet (haMasterAddress or a NameServer)")
         host, _, port = addr.rpartition(":")
         self.host, self.port = host, int(port)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 5)
+        ctx = self._ssl_context()
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(
+            self.host, self.port, ssl=ctx, ssl_handshake_timeout=5 if ctx is not None else None), 5)
         self.connected = True
         try:
             writer.write(_OFFSET.pack(self.store.max_physical_offset()))

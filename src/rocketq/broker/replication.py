@@ -46,21 +46,25 @@ class Replication:
         if agent is not None:
             self.role = s.controller_master_role if agent.state == "master" else "SLAVE"
         if self.role == "SLAVE" and agent is None:
-            self.slave = HASlave(self._broker.store, self._master_ha_addr).start()
+            self.slave = self._ha_slave()
             self.sync = SlaveSync(self._broker, self._master_addr)
             self.sync.start()
             return f"{host}:{s.ha_listen_port or default_port}"
         self.master = await HAMaster(self._broker.store, s.host, default_port if s.ha_listen_port is None
-                                     else s.ha_listen_port).start()
+                                     else s.ha_listen_port, tls=self._broker.server_tls).start()
         return f"{host}:{self.master.port}"
 
     async def follow(self, master_addr: str, master_ha_addr: str) -> None:
         """Controller mode: copy the log (and config, offsets) from this master."""
         self._follow = (master_addr, master_ha_addr)
         if self.slave is None:
-            self.slave = HASlave(self._broker.store, self._master_ha_addr).start()
+            self.slave = self._ha_slave()
             self.sync = SlaveSync(self._broker, self._master_addr)
             self.sync.start()
+
+    def _ha_slave(self) -> HASlave:
+        # tls.enable: the HA connection to the master uses TLS, as the broker's other connections do
+        return HASlave(self._broker.store, self._master_ha_addr, ssl_context=self._broker.client_ssl_context).start()
 
     async def stop_following(self) -> None:
         """Stop copying; when this returns no replicated append is in flight."""

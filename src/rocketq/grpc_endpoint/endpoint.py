@@ -16,6 +16,15 @@ Served: QueryRoute, Heartbeat, QueryAssignment, NotifyClientTermination, Telemet
 EndTransaction, ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue.  PullMessage, UpdateOffset, GetOffset, QueryOffset,
 RecallMessage and SyncLiteSubscription answer NOT_IMPLEMENTED.
+
+TLS: when the broker's ``tlsMode`` is not ``disabled`` the port is TLS only, in ``permissive`` mode
+too - gRPC's server cannot tell plain from TLS on one port, and the RocketMQ 5 Java client's default
+is TLS.  It serves the broker's certificate (``tls.server.certPath`` / ``keyPath``) through grpc's
+dynamic certificate configuration: each new handshake asks :func:`grpc_server_credentials`'s
+fetcher, which gives grpc the files again once they have changed, so new connections get the new
+certificate (connections already open keep theirs).  ``tls.server.need.client.auth=require``
+verifies client certificates against ``tls.server.trustCertPath``; grpc's Python server has no
+"request but do not require", so ``optional`` does not ask for one.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from rocketq.grpc_endpoint.route import assignments, endpoints_of, message_queue
 from rocketq.grpc_endpoint.sessions import Sessions, client_id_of, metadata
 from rocketq.grpc_endpoint.settings import EndpointSettings
 from rocketq.grpc_endpoint.timer import Timer
+from rocketq.remoting.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +99,10 @@ class GrpcEndpoint:
         # no SO_REUSEPORT: a second server on a taken port must fail, not share its connections
         self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
                                                 ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)])
-        self.port = self._server.add_insecure_port(f"{self.host}:{self._requested_port}")    # fails first
+        tls = getattr(self.broker, "server_tls", None)          # the remoting port's, when tlsMode is on
+        addr = f"{self.host}:{self._requested_port}"
+        self.port = (self._server.add_insecure_port(addr) if tls is None      # fails first
+                     else self._server.add_secure_port(addr, grpc_server_credentials(tls)))
         root = Path(store.config.store_path)
         self.pop_log = PopLog(root / "grpc" / "pop.log")
         self.pop_state = PopState(self.pop_log, clock_ms=_now_ms)
@@ -105,7 +118,8 @@ class GrpcEndpoint:
         self._server.add_generic_rpc_handlers((service_handlers(_Servicer(self)),))
         await self._server.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
-        log.info("gRPC endpoint of broker %s listening on %s", self.broker.settings.broker_name, self.address)
+        log.info("gRPC endpoint of broker %s listening on %s%s", self.broker.settings.broker_name, self.address,
+                 "" if tls is None else " (TLS only)")
 
     async def close(self) -> None:
         """Stop serving and release what :meth:`start` took; safe after a failed start and twice."""
@@ -286,6 +300,35 @@ class _Servicer(spb_grpc.MessagingServiceServicer):
 
     async def SyncLiteSubscription(self, req, context):
         return spb.SyncLiteSubscriptionResponse(status=_not_implemented("SyncLiteSubscription"))
+
+
+def grpc_server_credentials(tls: ServerTls) -> grpc.ServerCredentials:
+    """*tls*'s certificate for a grpc server port; new handshakes get the files again when they change."""
+    need = tls.config.need_client_auth
+
+    def config(pems):
+        cert, key, trust = pems
+        return grpc.ssl_server_certificate_configuration([(key, cert)],
+                                                         root_certificates=trust if need != "none" else None)
+
+    seen, pems = tls.snapshot()
+    state = {"seen": seen}
+
+    def fetch():                                   # on a grpc thread, for every handshake
+        try:
+            tls.reload_if_changed()
+            reloads, pems = tls.snapshot()
+            if reloads == state["seen"]:
+                return None                        # unchanged: grpc keeps the configuration it has
+            state["seen"] = reloads
+            log.info("gRPC endpoint: new TLS certificate from %s", tls.config.cert_path)
+            return config(pems)
+        except Exception:
+            log.exception("gRPC endpoint: TLS certificate check failed; the old one stays in use")
+            return None
+
+    return grpc.dynamic_ssl_server_credentials(config(pems), fetch,
+                                               require_client_authentication=need == "require")
 
 
 def _peer_ip(context) -> str:

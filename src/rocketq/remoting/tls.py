@@ -13,6 +13,11 @@ The server never speaks first on a remoting connection, so peeking at the client
 loop with or without the SSL context.  The context is rebuilt when the certificate, key or
 trust file changes (checked at most once a second, on new connections), as the NameServer's
 FileWatchService does in RocketMQ: connections made after the change use the new certificate.
+
+:class:`TlsListener` is that accept loop (peek, then TLS or plain), shared by the remoting server
+and the HA master (``haListenPort``, whose slave also speaks first: its 8-byte CommitLog end).  The
+gRPC endpoint serves the same certificate from :attr:`ServerTls.pems` (see
+``rocketq.grpc_endpoint.endpoint``).
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import logging
 import os
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 from enum import Enum
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +75,9 @@ class ServerTls:
         self.config = config
         self._clock = clock
         self._paths = [p for p in (config.cert_path, config.key_path, config.trust_cert_path) if p]
+        self._lock = threading.Lock()          # the gRPC endpoint checks from grpc's own threads
         self._stamps = self._file_stamps()
+        self.pems: tuple[bytes, bytes, bytes | None] = (b"", b"", None)
         self._context = self._build()          # bad files are an error at start-up
         self._checked_at = clock()
         self.reloads = 0
@@ -91,6 +100,8 @@ class ServerTls:
         cfg = self.config
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         try:
+            trust = _read(cfg.trust_cert_path) if cfg.trust_cert_path else None
+            pems = (_read(cfg.cert_path), _read(cfg.key_path), trust)
             ctx.load_cert_chain(cfg.cert_path, cfg.key_path)
             if cfg.trust_cert_path:
                 ctx.load_verify_locations(cfg.trust_cert_path)
@@ -98,22 +109,43 @@ class ServerTls:
             raise ValueError(f"TLS certificate {cfg.cert_path} / key {cfg.key_path}: {exc}") from None
         ctx.verify_mode = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL,
                            "require": ssl.CERT_REQUIRED}[cfg.need_client_auth]
+        self.pems = pems                       # (certificate chain, key, trust) as loaded, for gRPC
         return ctx
 
     def context(self) -> ssl.SSLContext:
-        now = self._clock()
-        if now - self._checked_at >= RELOAD_CHECK_INTERVAL_S:
+        """The current context (the files are checked for changes at most once a second)."""
+        self.reload_if_changed()
+        return self._context
+
+    def reload_if_changed(self) -> bool:
+        """Rebuild the context if the files changed since the last check; True when it was rebuilt."""
+        with self._lock:
+            now = self._clock()
+            if now - self._checked_at < RELOAD_CHECK_INTERVAL_S:
+                return False
             self._checked_at = now
             stamps = self._file_stamps()
-            if stamps != self._stamps:
-                self._stamps = stamps
-                try:
-                    self._context = self._build()
-                    self.reloads += 1
-                    log.info("TLS certificate reloaded from %s", self.config.cert_path)
-                except ValueError as exc:     # half-written files: keep serving with the old context
-                    log.error("TLS certificate not reloaded, the old one stays in use: %s", exc)
-        return self._context
+            if stamps == self._stamps:
+                return False
+            self._stamps = stamps
+            try:
+                self._context = self._build()
+            except ValueError as exc:     # half-written files: keep serving with the old context
+                log.error("TLS certificate not reloaded, the old one stays in use: %s", exc)
+                return False
+            self.reloads += 1
+            log.info("TLS certificate reloaded from %s", self.config.cert_path)
+            return True
+
+    def snapshot(self) -> tuple[int, tuple[bytes, bytes, bytes | None]]:
+        """(:attr:`reloads`, :attr:`pems`), consistent with each other."""
+        with self._lock:
+            return self.reloads, self.pems
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def client_context(trust_cert_path: str | None = None, *, verify: bool = True,
@@ -148,3 +180,78 @@ async def first_byte(sock: socket.socket, timeout_s: float = FIRST_BYTE_TIMEOUT_
 
 def is_tls_hello(byte: int | None) -> bool:
     return byte == TLS_HANDSHAKE_RECORD
+
+
+class TlsListener:
+    """A listening socket whose connections are served with TLS or without, as *tls*'s mode allows.
+
+    Each accepted socket waits for the client's first byte (peeked): a TLS handshake record gets
+    the current (reloaded) SSL context; anything else is served plain in ``permissive`` mode and
+    closed in ``enforcing`` mode.  The socket then goes to the event loop with *protocol_factory*
+    (``loop.connect_accepted_socket``).  *what* names the port in logs."""
+
+    def __init__(self, tls: ServerTls, host: str, port: int,
+                 protocol_factory: Callable[[], asyncio.BaseProtocol], *, what: str = "server") -> None:
+        self.tls, self.host, self._port = tls, host, port
+        self._factory = protocol_factory
+        self._what = what
+        self._sock: socket.socket | None = None
+        self._accepting: asyncio.Task | None = None
+        self._accepted: set[asyncio.Task] = set()
+
+    def bind(self) -> TlsListener:
+        self._sock = socket.create_server((self.host, self._port), backlog=1024,
+                                          family=socket.AF_INET6 if ":" in self.host else socket.AF_INET)
+        self._sock.setblocking(False)
+        return self
+
+    @property
+    def port(self) -> int:
+        return self._sock.getsockname()[1] if self._sock is not None else self._port
+
+    def serve(self) -> None:
+        if self._accepting is None:
+            self._accepting = asyncio.create_task(self._accept_loop())
+
+    def close(self) -> None:
+        """Stop accepting (connections already handed over are the caller's)."""
+        if self._accepting is not None:
+            self._accepting.cancel()
+            self._accepting = None
+        for task in list(self._accepted):
+            task.cancel()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            sock, _ = await loop.sock_accept(self._sock)
+            task = asyncio.create_task(self._hand_over(sock))
+            self._accepted.add(task)
+            task.add_done_callback(self._accepted.discard)
+
+    async def _hand_over(self, sock: socket.socket) -> None:
+        try:
+            first = await first_byte(sock)
+            tls = is_tls_hello(first)
+            if first is None or (not tls and self.tls.mode == TlsMode.ENFORCING):
+                log.info("%s: closing %s: %s", self._what, _peer_of(sock), "no data" if first is None else
+                         "plain connection refused, tlsMode is enforcing")
+                sock.close()
+                return
+            await asyncio.get_running_loop().connect_accepted_socket(
+                self._factory, sock, ssl=self.tls.context() if tls else None,
+                ssl_handshake_timeout=FIRST_BYTE_TIMEOUT_S if tls else None)
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            log.info("%s: connection from %s failed before serving: %s", self._what, _peer_of(sock), exc)
+            sock.close()
+
+
+def _peer_of(sock: socket.socket) -> str:
+    try:
+        host, port = sock.getpeername()[:2]
+    except OSError:
+        return "?"
+    return f"{host}:{port}"

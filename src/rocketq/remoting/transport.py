@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import ssl
 from typing import Callable
 
@@ -51,7 +50,7 @@ from rocketq.remoting.connection import (
     RemotingConnection,
 )
 from rocketq.remoting.errors import RemotingConnectError, RemotingConnectionClosedError, RemotingTimeoutError
-from rocketq.remoting.tls import FIRST_BYTE_TIMEOUT_S, ServerTls, TlsMode, first_byte, is_tls_hello
+from rocketq.remoting.tls import ServerTls, TlsListener, TlsMode
 
 log = logging.getLogger("rocketq.remoting")
 
@@ -71,9 +70,7 @@ class RemotingServer:
                  tls: ServerTls | None = None) -> None:
         self._handler = handler
         self._tls = tls if tls is not None and tls.mode != TlsMode.DISABLED else None
-        self._listener: socket.socket | None = None        # TLS modes: our own accept loop
-        self._accepting: asyncio.Task | None = None
-        self._accepted: set[asyncio.Task] = set()
+        self._listener: TlsListener | None = None          # TLS modes: our own accept loop
         self.host = host
         self._port = port
         self._max_frame_bytes = max_frame_bytes
@@ -88,7 +85,7 @@ class RemotingServer:
     def port(self) -> int:
         """The bound port (the real one when constructed with port 0)."""
         if self._listener is not None:
-            return self._listener.getsockname()[1]
+            return self._listener.port
         if self._server is None or not self._server.sockets:
             return self._port
         return self._server.sockets[0].getsockname()[1]
@@ -101,9 +98,8 @@ class RemotingServer:
             return self
         loop = asyncio.get_running_loop()
         if self._tls is not None:
-            self._listener = socket.create_server((self.host, self._port), backlog=1024,
-                                                  family=socket.AF_INET6 if ":" in self.host else socket.AF_INET)
-            self._listener.setblocking(False)
+            self._listener = TlsListener(self._tls, self.host, self._port, self._new_connection,
+                                         what="remoting server").bind()
             log.info("remoting server bound to %s:%d (TLS %s)", self.host, self.port, self._tls.mode.value)
             if serving:
                 await self.serve()
@@ -116,51 +112,20 @@ class RemotingServer:
     async def serve(self) -> None:
         """Start accepting connections on a server started with ``serving=False``."""
         if self._listener is not None:
-            if self._accepting is None:
-                self._accepting = asyncio.create_task(self._accept_loop())
+            self._listener.serve()
             return
         if self._server is None:
             raise RuntimeError("serve() before start()")
         await self._server.start_serving()
-
-    async def _accept_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            sock, _ = await loop.sock_accept(self._listener)
-            task = asyncio.create_task(self._hand_over(sock))
-            self._accepted.add(task)
-            task.add_done_callback(self._accepted.discard)
-
-    async def _hand_over(self, sock: socket.socket) -> None:
-        """Peek at the client's first byte and serve the socket with TLS or without, as the mode allows."""
-        try:
-            first = await first_byte(sock)
-            tls = is_tls_hello(first)
-            if first is None or (not tls and self._tls.mode == TlsMode.ENFORCING):
-                log.info("closing %s: %s", _peer_of(sock), "no data" if first is None else
-                         "plain connection refused, tlsMode is enforcing")
-                sock.close()
-                return
-            await asyncio.get_running_loop().connect_accepted_socket(
-                self._new_connection, sock, ssl=self._tls.context() if tls else None,
-                ssl_handshake_timeout=FIRST_BYTE_TIMEOUT_S if tls else None)
-        except (OSError, ssl.SSLError, TimeoutError) as exc:
-            log.info("connection from %s failed before serving: %s", _peer_of(sock), exc)
-            sock.close()
 
     async def close(self) -> None:
         """Stop listening, close every connection (abort those that do not flush in time),
         and cancel handlers still running."""
         if self._server is not None:
             self._server.close()
-        if self._accepting is not None:
-            self._accepting.cancel()
-        for task in list(self._accepted):
-            task.cancel()
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-            self._accepting = None
         connections = list(self.connections)
         for conn in connections:
             conn.close()
@@ -312,10 +277,3 @@ async def _wait_or_abort(connections: list[RemotingConnection], grace_s: float) 
     if late:
         await asyncio.wait(late)
 
-
-def _peer_of(sock: socket.socket) -> str:
-    try:
-        host, port = sock.getpeername()[:2]
-    except OSError:
-        return "?"
-    return f"{host}:{port}"
