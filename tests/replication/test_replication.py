@@ -115,3 +115,37 @@ def test_slave_copies_offsets_and_groups(tmp_path):
         finally:
             await _close(slave, master, namesrv)
     asyncio.run(main())
+
+
+def test_slave_read_enable_sends_cold_reads_to_the_slave(tmp_path):
+    """slaveReadEnable with accessMessageInMemoryMaxRatio=0 (every record counts as cold): the master
+    answers suggestWhichBrokerId=1, the consumer's next pulls go to the slave, everything is read once."""
+    async def main():
+        namesrv = await NameServer("127.0.0.1", 0, kv_path=tmp_path / "kv.json").start()
+        addr = f"127.0.0.1:{namesrv.port}"
+        cold = dict(slave_read_enable=True, access_message_in_memory_max_ratio=0)
+        master = await Broker(BrokerSettings(broker_name="broker-a", port=0, namesrv_addr=addr, ha_listen_port=0,
+                                             **cold), small_store(tmp_path / "m")).start()
+        slave = await Broker(BrokerSettings(broker_name="broker-a", broker_id=1, port=0, namesrv_addr=addr,
+                                            broker_role="SLAVE", **cold), small_store(tmp_path / "s")).start()
+        try:
+            async with Producer("PG", addr) as p:
+                sent = {(await p.send(Message("Cold", b"c%d" % i))).msg_id for i in range(200)}
+            end = master.store.max_physical_offset()
+            await until(lambda: slave.store.max_physical_offset() == end, 20, "the slave to catch up")
+            await asyncio.to_thread(slave.store.wait_dispatched)
+            c = LitePullConsumer("COLD", addr, consume_from=ConsumeFrom.FIRST, pull_batch_size=8)
+            c.subscribe("Cold")
+            await c.start()
+            got = []
+            while len(got) < 200:
+                msgs = await c.poll(5.0)
+                assert msgs, f"stalled after {len(got)} messages"
+                got += msgs
+            await c.shutdown()
+            assert {m.uniq_key for m in got} == sent and len(got) == 200
+            assert slave.stats.got_messages > 0, "the slave served the cold reads"
+            assert master.stats.got_messages < 200
+        finally:
+            await _close(slave, master, namesrv)
+    asyncio.run(main())

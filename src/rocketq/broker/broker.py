@@ -75,6 +75,9 @@ class BrokerSettings:
     broker_role: str = "ASYNC_MASTER"         # brokerRole: ASYNC_MASTER | SYNC_MASTER | SLAVE
     ha_listen_port: int | None = None         # haListenPort (None: listenPort + 1)
     ha_master_address: str | None = None      # haMasterAddress (a slave; None: learned from the NameServers)
+    slave_read_enable: bool = False           # slaveReadEnable: suggest a slave to consumers reading old data
+    which_broker_when_consume_slowly: int = 1  # whichBrokerWhenConsumeSlowly: the brokerId suggested then
+    access_message_in_memory_max_ratio: int = 40  # accessMessageInMemoryMaxRatio: % of RAM counted as "hot"
     controller_mode: bool = False             # enableControllerMode: the controller decides the role
     controller_addr: str | None = None        # controllerAddr (None: the first of namesrvAddr)
     controller_master_role: str = "SYNC_MASTER"   # controllerMasterRole: how this broker replicates as master
@@ -182,7 +185,12 @@ class Broker:
                                         max_inflight_sends=self.settings.send_queue_capacity, clock=loop.time)
         self.long_polling = LongPollingService(loop)
         self.store.arrival_listeners.append(self.long_polling.notify_threadsafe)
-        self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats)
+        st = self.settings
+        self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats,
+                                 slave_read=(st.slave_read_enable,
+                                             st.which_broker_when_consume_slowly,
+                                             st.access_message_in_memory_max_ratio),
+                                 is_slave=lambda: getattr(getattr(self, "replication", None), "role", "") == "SLAVE")
         self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
         await self.server.serve()
         self.replication = Replication(self)

@@ -6,12 +6,18 @@ PULL_RETRY_IMMEDIATELY; NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE -> PULL_OFF
 requested offset is not 0, else PULL_NOT_FOUND; OFFSET_FOUND_NULL / OFFSET_OVERFLOW_ONE ->
 PULL_NOT_FOUND; OFFSET_OVERFLOW_BADLY / OFFSET_TOO_SMALL -> PULL_OFFSET_MOVED.  The remark is the
 store status.  Responses always carry nextBeginOffset, minOffset, maxOffset and
-suggestWhichBrokerId.  With the SUSPEND flag (0x2) a pull that would answer PULL_NOT_FOUND waits
+suggestWhichBrokerId: 0 (the master), or with ``slaveReadEnable`` on a master,
+``whichBrokerWhenConsumeSlowly`` when the consumer reads data older than what fits in
+``accessMessageInMemoryMaxRatio`` % of RAM (RocketMQ's "in disk" test: the CommitLog end minus the
+last record pulled), so the slave serves the cold reads.  A slave never answers PULL_OFFSET_MOVED
+(it may only be behind its master): PULL_RETRY_IMMEDIATELY at the same offset instead.  With the SUSPEND flag (0x2) a pull that would answer PULL_NOT_FOUND waits
 (long polling) up to suspendTimeoutMillis for a message to arrive.  With COMMIT_OFFSET (0x1) the
 request's commitOffset is stored for the group first.
 """
 
 from __future__ import annotations
+
+import os
 
 from rocketq.common.javahash import tag_hash
 from rocketq.remoting import RemotingCommand, ResponseCode
@@ -42,9 +48,26 @@ def status_code(status: GetStatus, offset: int) -> int:
     return _CODES[status]
 
 
+def physical_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):      # not POSIX: assume 8 GiB
+        return 8 << 30
+
+
 class PullHandler:
-    def __init__(self, store, offsets, long_polling, stats):
+    def __init__(self, store, offsets, long_polling, stats, *, slave_read: tuple[bool, int, int] = (False, 1, 40),
+                 is_slave=lambda: False):
         self._store, self._offsets, self._polling, self._stats = store, offsets, long_polling, stats
+        self._is_slave = is_slave
+        enabled, self._slow_broker, ratio = slave_read
+        # bytes behind the CommitLog end past which a read counts as cold (None: never suggest a slave)
+        self._hot_bytes = physical_memory_bytes() * ratio // 100 if enabled else None
+
+    def _suggest(self, result) -> int:
+        if self._hot_bytes is None or result.max_phy_pulled < 0:
+            return 0
+        return self._slow_broker if self._store.max_physical_offset() - result.max_phy_pulled > self._hot_bytes else 0
 
     async def handle(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         group, topic = cmd.get_str("consumerGroup"), cmd.get_str("topic")
@@ -62,8 +85,13 @@ class PullHandler:
                 result = self._store.get_messages(topic, qid, offset, max_nums, tag_codes=codes)
                 code = status_code(result.status, offset)
         header = {"nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
-                  "maxOffset": result.max_offset, "suggestWhichBrokerId": 0}
-        if code == ResponseCode.PULL_OFFSET_MOVED and result.status == GetStatus.NO_MATCHED_LOGIC_QUEUE:
+                  "maxOffset": result.max_offset, "suggestWhichBrokerId": self._suggest(result)}
+        if code == ResponseCode.PULL_OFFSET_MOVED and self._is_slave():
+            # a slave may simply not have dispatched this far yet: never move a consumer's offset from
+            # here (RocketMQ's offsetCheckInSlave=false) - ask it to retry at the same offset
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            header["nextBeginOffset"] = offset
+        elif code == ResponseCode.PULL_OFFSET_MOVED and result.status == GetStatus.NO_MATCHED_LOGIC_QUEUE:
             header["nextBeginOffset"] = 0
         body = result.raw if code == ResponseCode.SUCCESS else b""
         self._stats.pulled(len(result) if code == ResponseCode.SUCCESS else 0)

@@ -190,7 +190,7 @@ class MQClientAPI:
         f = r.ext_fields
         body = r.body if r.code == ResponseCode.SUCCESS else b""
         return PullResult(_PULL_STATUS[r.code], int(f.get("nextBeginOffset", offset)), int(f.get("minOffset", 0)),
-                          int(f.get("maxOffset", 0)), []), body
+                          int(f.get("maxOffset", 0)), [], int(f.get("suggestWhichBrokerId", 0) or 0)), body
 
     async def query_offset(self, addr: str, group: str, mq: MessageQueue) -> int:
         """The group's committed offset, or -1 when it has none."""

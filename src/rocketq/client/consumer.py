@@ -91,6 +91,7 @@ class ConsumerBase:
         self.offsets = RemoteOffsetStore(self.instance, group) if model == MessageModel.CLUSTERING else \
             LocalOffsetStore(self.instance.client_id.split("#")[0].replace("@", "-") + f"-{group}", group, offsets_dir)
         self.assigned: dict[MessageQueue, str] = {}          # queue -> tag expression
+        self._pull_from: dict[MessageQueue, int] = {}         # queue -> brokerId its last pull answer suggested
         self._tasks: list[asyncio.Task] = []
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
@@ -208,7 +209,13 @@ class ConsumerBase:
     # -- offsets -----------------------------------------------------------------------------
 
     async def broker_addr(self, mq: MessageQueue) -> str:
+        """The master of *mq*'s broker set (a slave while the master is away): locks, send-back."""
         return await self.instance.read_addr(mq)
+
+    async def pull_addr(self, mq: MessageQueue) -> str:
+        """Where to pull *mq*: the broker the last answer for it suggested (a slave when this
+        consumer reads data the master no longer holds in memory and slaveReadEnable is on)."""
+        return await self.instance.pull_addr(mq, self._pull_from.get(mq, 0))
 
     async def pull_once(self, mq: MessageQueue, offset: int | None, expression: str, tags: set[str] | None,
                         suspend_ms: int) -> tuple[int | None, PullResult | None, list]:
@@ -218,7 +225,7 @@ class ConsumerBase:
         try:
             if offset is None:
                 offset = await self.start_offset(mq)
-            result = await self.instance.api.pull(await self.broker_addr(mq), mq, self.group, offset,
+            result = await self.instance.api.pull(await self.pull_addr(mq), mq, self.group, offset,
                                                   max_nums=self.pull_batch_size, expression=expression,
                                                   suspend_ms=suspend_ms)
         except MQClientError as exc:
@@ -226,6 +233,7 @@ class ConsumerBase:
             self.instance.forget_route(mq.topic)
             await asyncio.sleep(PULL_ERROR_BACKOFF_S)
             return offset, None, []
+        self._pull_from[mq] = result.suggest_broker_id
         if result.status == PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal; moving to %d", offset, mq, result.next_begin_offset)
             self.offsets.update(mq, result.next_begin_offset)

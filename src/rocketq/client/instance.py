@@ -72,6 +72,15 @@ class ClientInstance:
             raise MQClientError(-1, f"no broker address for {mq}")
         return addr
 
+    async def pull_addr(self, mq, broker_id: int) -> str:
+        """Where to pull *mq* from: the broker id the last pull answer suggested (RocketMQ's
+        pullFromWhichNodeTable), else the master, else whichever broker of the set is there."""
+        route = await self.route(mq.topic)
+        for b in (route.broker_datas if route else ()):
+            if b.broker_name == mq.broker_name and b.addrs.get(broker_id):
+                return b.addrs[broker_id]
+        return await self.read_addr(mq)
+
     def forget_route(self, topic: str) -> None:
         self._routes.pop(topic, None)
 

@@ -133,6 +133,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list = field(default_factory=list)      # StoredMessage
+    suggest_broker_id: int = 0                        # suggestWhichBrokerId: where to pull this queue next
 
 
 class ConsumeResult(enum.Enum):

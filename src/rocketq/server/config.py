@@ -62,7 +62,9 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "sendThreadPoolQueueCapacity": ("send_queue_capacity", None),
     "aclEnable": ("acl_enable", None), "aclFile": ("acl_file", None),
     "brokerRole": ("broker_role", None), "haListenPort": ("ha_listen_port", None),
-    "haMasterAddress": ("ha_master_address", None),
+    "haMasterAddress": ("ha_master_address", None), "slaveReadEnable": ("slave_read_enable", None),
+    "whichBrokerWhenConsumeSlowly": ("which_broker_when_consume_slowly", None),
+    "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio", None),
     "enableControllerMode": ("controller_mode", None), "controllerAddr": ("controller_addr", None),
     "controllerMasterRole": ("controller_master_role", None), "controllerLeaseEnable": ("controller_lease", None),
     "tls.enable": ("tls_enable", None), "tls.client.trustCertPath": ("tls_trust_cert_path", None),
@@ -76,7 +78,7 @@ _SERVER_KEYS = {"namesrvListenPort": "namesrv_port", "grpcServerPort": "grpc_por
 # RocketMQ keys that load without error but change nothing here (said in a warning)
 IGNORED_ROCKETMQ_KEYS = frozenset({
     "brokerIP2", "brokerPermission", "sendMessageThreadPoolNums",
-    "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "slaveReadEnable", "traceTopicEnable",
+    "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "traceTopicEnable",
     "autoCreateSubscriptionGroup", "rejectTransactionMessage", "enableDLegerCommitLog",
     "storePathCommitLog", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile",
     "fetchNamesrvAddrByAddressServer", "osPageCacheBusyTimeOutMills", "flushConsumerOffsetInterval",

@@ -53,7 +53,7 @@ class QueueReader:
             return GetMessageResult(GetStatus.OFFSET_FOUND_NULL, [], offset + 1, lo, hi)
         fast = self._contiguous(units, tag_codes, max_bytes)
         if fast is not None:
-            return GetMessageResult(GetStatus.FOUND, fast, offset + len(fast), lo, hi)
+            return GetMessageResult(GetStatus.FOUND, fast, offset + len(fast), lo, hi, int(units["phy"][-1]))
         phys, sizes = units["phy"].astype(np.int64), units["size"].astype(np.int64)
         real = sizes != BLANK_SIZE
         alive = real & (phys >= self._log.min_offset())
@@ -69,7 +69,8 @@ class QueueReader:
             status = GetStatus.FOUND
         else:
             status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
-        return GetMessageResult(status, records, offset + consumed, lo, hi)
+        return GetMessageResult(status, records, offset + consumed, lo, hi,
+                                int(phys[chosen[-1]]) if len(chosen) else -1)
 
     def _read_records(self, phys: np.ndarray, sizes: np.ndarray) -> tuple[RecordRun | list, bool]:
         """The records at *phys*: one read of the span they lie in when it is small, else one by one."""

@@ -122,6 +122,7 @@ class GetMessageResult:
     next_begin_offset: int = 0
     min_offset: int = 0
     max_offset: int = 0
+    max_phy_pulled: int = -1        # CommitLog offset of the last record returned (-1: none)
 
     def __iter__(self):
         return iter(self.messages)
