@@ -222,6 +222,21 @@ class CommitLog:
         except ValueError:      # the segment was deleted by expiry while we were reading
             return None
 
+    def gather(self, phys: list[int], sizes: list[int]) -> bytes | None:
+        """The records at *phys* (of *sizes*) concatenated, when all lie written in one segment; else None."""
+        mf = self.files.find(phys[0])
+        if mf is None:
+            return None
+        base = mf.file_from_offset
+        starts = [p - base for p in phys]
+        ends = [a + n for a, n in zip(starts, sizes)]
+        if min(starts) < 0 or max(ends) > mf.wrote:
+            return None
+        try:
+            return mf.gather(starts, ends)
+        except ValueError:      # the segment was deleted by expiry while we were reading
+            return None
+
     def store_time_of(self, offset: int, size: int) -> int | None:
         head = self.read(offset, 72)
         if head is None:

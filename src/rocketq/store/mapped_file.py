@@ -191,6 +191,17 @@ class MappedFile:
                 return bytes(buf[pos:end])
         return self._mm[pos:end]
 
+    def gather(self, starts: list[int], ends: list[int]) -> bytes | None:
+        """Bytes [starts[i], ends[i]) for every i, concatenated in one copy straight from the mapping;
+        None when some of them are not committed to the mapping yet (transient-pool mode)."""
+        if self.write_buffer is not None and max(ends) > self.committed:
+            return None
+        view = memoryview(self._mm)
+        try:
+            return b"".join(map(view.__getitem__, map(slice, starts, ends)))
+        finally:
+            view.release()
+
     def buffer(self):
         """The whole mapping, for scanners that parse in place (never keep it past close)."""
         return self._mm

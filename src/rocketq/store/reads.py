@@ -21,9 +21,6 @@ from rocketq.store.record import StoredMessage
 from rocketq.store.results import GetMessageResult, GetStatus
 
 MAX_PULL_BYTES = 4 << 20
-# a queue's records are interleaved with other queues' in the log: read the span holding them in
-# one piece when it is at most this big (records of one segment), then cut them out
-SPAN_READ_MAX = 16 << 20
 
 
 class QueueReader:
@@ -73,14 +70,11 @@ class QueueReader:
                                 int(phys[chosen[-1]]) if len(chosen) else -1)
 
     def _read_records(self, phys: np.ndarray, sizes: np.ndarray) -> tuple[RecordRun | list, bool]:
-        """The records at *phys*: one read of the span they lie in when it is small, else one by one."""
+        """The records at *phys*, copied once straight from the segment when they share one, else one by one."""
         if len(phys) == 0:
             return [], False
-        first, end = int(phys.min()), int((phys + sizes).max())
-        span = self._log.read(first, end - first) if end - first <= SPAN_READ_MAX else None
-        if span is not None:
-            blob = b"".join(map(span.__getitem__, map(slice, (phys - first).tolist(), (phys + sizes - first).tolist())))
-        else:
+        blob = self._log.gather(phys.tolist(), sizes.tolist())
+        if blob is None:
             parts = [self._log.read(p, n) for p, n in zip(phys.tolist(), sizes.tolist())]
             kept = [p for p in parts if p is not None]
             if len(kept) < len(parts):
