@@ -52,7 +52,9 @@ def ensure_client() -> None:
     """Install the pinned client into tests/compat/node_modules unless it is there already."""
     missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
     if missing:
-        pytest.skip(f"{' and '.join(missing)} not on PATH: the {CLIENT_PACKAGE} compatibility test needs Node.js")
+        pytest.skip(f"{' and '.join(missing)} not on PATH: {CLIENT_PACKAGE}, the third-party RocketMQ client "
+                    f"these tests drive, is a Node.js package and cannot run without Node.js 18+ and npm "
+                    f"(Debian: apt-get install nodejs npm)")
     if (COMPAT_DIR / "node_modules" / CLIENT_PACKAGE / "package.json").exists():
         return
     proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=COMPAT_DIR, capture_output=True,

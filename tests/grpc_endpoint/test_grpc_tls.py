@@ -12,8 +12,8 @@ import textwrap
 import grpc
 import pytest
 import trustme
-from cryptography import x509
 from grpc_helpers import ServerThread
+from pki import issue_server_cert, new_pki, serial_of
 
 from rocketq.remoting import tls as tls_module
 from rocketq.remoting.tls import TlsMode, TlsServerConfig
@@ -21,21 +21,10 @@ from rocketq.remoting.tls import TlsMode, TlsServerConfig
 _NO_POOL = [("grpc.use_local_subchannel_pool", 1)]          # every channel makes its own connection
 
 
-def _issue(ca, d):
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    cert.cert_chain_pems[0].write_to_path(str(d / "server.pem"))
-    cert.private_key_pem.write_to_path(str(d / "server.key"))
-    return x509.load_pem_x509_certificate(cert.cert_chain_pems[0].bytes()).serial_number
-
-
 @pytest.fixture
 def pki(tmp_path):
-    d = tmp_path / "pki"
-    d.mkdir()
-    ca = trustme.CA()
-    serial = _issue(ca, d)
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    return ca, d, serial
+    ca, serial = new_pki(tmp_path / "pki")
+    return ca, tmp_path / "pki", serial
 
 
 def _tls_server(tmp_path, d, mode="enforcing", **kw):
@@ -59,7 +48,7 @@ def _peer_serial(port) -> int:
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     ctx.set_alpn_protocols(["h2"])
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, ctx.wrap_socket(raw) as sock:
-        return x509.load_der_x509_certificate(sock.getpeercert(binary_form=True)).serial_number
+        return serial_of(sock.getpeercert(binary_form=True))
 
 
 _OFFICIAL_SEND = textwrap.dedent("""
@@ -127,7 +116,7 @@ def test_new_connections_get_the_new_certificate(tmp_path, pki, monkeypatch):
         assert _query_route(port, grpc.ssl_channel_credentials(ca.cert_pem.bytes())).status.code == 20000
 
         new_ca = trustme.CA()
-        new_serial = _issue(new_ca, d)                               # same paths, another CA's certificate
+        new_serial = issue_server_cert(new_ca, d)                               # same paths, another CA's certificate
         st = os.stat(d / "server.pem")
         os.utime(d / "server.pem", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))    # a change, whatever the clock
         assert _peer_serial(port) == new_serial

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import trustme
-from cryptography import x509
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "client"))
 from cluster import small_store  # noqa: E402
@@ -22,20 +21,12 @@ from rocketq.client import Message, Producer  # noqa: E402
 from rocketq.client.api import MQClientAPI  # noqa: E402
 from rocketq.namesrv.server import NameServer  # noqa: E402
 from rocketq.remoting.tls import ServerTls, TlsMode, TlsServerConfig, client_context  # noqa: E402
-
-
-def _issue(ca, tmp_path):
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "server.pem"))
-    cert.private_key_pem.write_to_path(str(tmp_path / "server.key"))
-    return x509.load_pem_x509_certificate(cert.cert_chain_pems[0].bytes()).serial_number
+from pki import issue_server_cert, new_pki, serial_of  # noqa: E402
 
 
 @pytest.fixture
 def pki(tmp_path):
-    ca = trustme.CA()
-    _issue(ca, tmp_path)
-    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca, _ = new_pki(tmp_path)
     return ca, tmp_path
 
 
@@ -87,7 +78,7 @@ def _peer_serial(port: int, ca_path) -> int:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
             ctx.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
         sock.sendall(struct.pack(">q", 0))
-        return x509.load_der_x509_certificate(sock.getpeercert(binary_form=True)).serial_number
+        return serial_of(sock.getpeercert(binary_form=True))
 
 
 def test_sync_master_and_slave_replicate_over_tls(pki):
@@ -145,7 +136,7 @@ def test_permissive_ha_port_serves_plain_and_tls_and_reloads_the_certificate(pki
             before = await asyncio.to_thread(_peer_serial, master.port, ca_path)
             new_ca = trustme.CA()
             new_ca.cert_pem.write_to_path(str(tmp_path / "new-ca.pem"))
-            serial = _issue(new_ca, tmp_path)           # same files, a certificate from another CA
+            serial = issue_server_cert(new_ca, tmp_path)           # same files, a certificate from another CA
             clock[0] += 5
             after = await asyncio.to_thread(_peer_serial, master.port, tmp_path / "new-ca.pem")
             assert after == serial != before and tls.reloads == 1

@@ -114,11 +114,20 @@ def _window(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     return _window(padded, starts, width)
 
 
-def _string_from_fixed(chars: np.ndarray) -> pa.Array:
-    """An (n, w) uint8 array as n strings of w characters."""
-    n, w = chars.shape
+def fixed_width(cells: np.ndarray, typ=pa.string()) -> pa.Array:
+    """An (n, w) uint8 array as n values of w bytes (string or binary)."""
+    n, w = cells.shape
     offsets = np.arange(0, (n + 1) * w, w, dtype=np.int32)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())])
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(cells))])
+
+
+def hex_strings(raw: np.ndarray) -> pa.Array:
+    """Each row of an (n, w) uint8 array as 2w upper-case hex characters (RocketMQ's id spelling)."""
+    n, w = raw.shape
+    chars = np.empty((n, 2 * w), dtype=np.uint8)
+    chars[:, 0::2] = _HEX[raw >> 4]
+    chars[:, 1::2] = _HEX[raw & 15]
+    return fixed_width(chars)
 
 
 def offset_msg_ids(store_host: np.ndarray, phys: np.ndarray) -> pa.Array:
@@ -127,10 +136,7 @@ def offset_msg_ids(store_host: np.ndarray, phys: np.ndarray) -> pa.Array:
     raw = np.empty((n, 16), dtype=np.uint8)
     raw[:, :8] = store_host
     raw[:, 8:] = phys.astype(">i8").view(np.uint8).reshape(n, 8)
-    chars = np.empty((n, 32), dtype=np.uint8)
-    chars[:, 0::2] = _HEX[raw >> 4]
-    chars[:, 1::2] = _HEX[raw & 15]
-    return _string_from_fixed(chars)
+    return hex_strings(raw)
 
 
 class Properties:

@@ -27,11 +27,11 @@ import pyarrow.compute as pc
 
 from rocketq.client.ids import _MONTH_START, local_ip
 from rocketq.common.validation import topic_error
+from rocketq.spark.decode import fixed_width, hex_strings
 
 MAX_BODY_BYTES = 4 << 20
 MAX_PROPERTIES_BYTES = 32767
 HEAD = 20
-_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 # a prefix of its own (a random word unlike the client's), so ids never collide with the client's counter
 _PREFIX = np.frombuffer(socket.inet_aton(local_ip()) + (os.getpid() & 0xFFFF).to_bytes(2, "big")
                         + secrets.randbits(32).to_bytes(4, "big"), dtype=np.uint8)
@@ -67,22 +67,12 @@ def unique_keys(n: int) -> pa.Array:
     raw[:, :10] = _PREFIX
     tail = (np.arange(first, first + n, dtype=np.int64) & 0xFFFFFFFFFFFF).astype(">i8")
     raw[:, 10:16] = tail.view(np.uint8).reshape(n, 8)[:, 2:]
-    chars = np.empty((n, 32), dtype=np.uint8)
-    chars[:, 0::2] = _HEX[raw >> 4]
-    chars[:, 1::2] = _HEX[raw & 15]
-    return _fixed(chars, pa.string())
-
-
-def _fixed(cells: np.ndarray, typ) -> pa.Array:
-    """An (n, w) uint8 array as n values of w bytes."""
-    n, w = cells.shape
-    offsets = np.arange(0, (n + 1) * w, w, dtype=np.int32)
-    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(cells))])
+    return hex_strings(raw)
 
 
 def _be(values: np.ndarray, width: int) -> pa.Array:
     kind = ">i4" if width == 4 else ">u2"
-    return _fixed(values.astype(kind).view(np.uint8).reshape(len(values), width), pa.binary())
+    return fixed_width(values.astype(kind).view(np.uint8).reshape(len(values), width), pa.binary())
 
 
 def _piece(name: str, column: pa.Array | None) -> pa.Array | None:
@@ -162,7 +152,7 @@ def encode(batch: pa.RecordBatch, default_topic: str | None, row0: int = 0) -> l
     head = np.zeros((n, 5), dtype=">i4")
     head[:, 0] = HEAD + blen + 2 + plen
     head[:, 4] = blen
-    head_arr = _fixed(head.view(np.uint8).reshape(n, HEAD), pa.binary())
+    head_arr = fixed_width(head.view(np.uint8).reshape(n, HEAD), pa.binary())
     messages = pc.binary_join_element_wise(head_arr, body, _be(plen, 2), props.cast(pa.binary()), b"")
     return _group(batch, topics, messages, blen)
 
