@@ -10,9 +10,11 @@ import struct
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from rocketq.store.record import StoredMessage
+from rocketq.common.msgid import HostAddress
+from rocketq.store.scan import unwritten_tails
 from store_helpers import (
     FakeClock,
     new_seed,
@@ -151,17 +153,19 @@ def _torn_bytes(kind: str, rng: random.Random, record: bytes, end: int) -> bytes
         return bytes(rng.randrange(1, 256) for _ in range(rng.randrange(8, 400)))
     if kind == "size-only":
         return struct.pack(">i", len(record))
-    # the first part of a record that was being written at `end`, as a crash leaves it.  The cut is
-    # inside the body or before it: a record that lost only bytes of its topic / properties tail
-    # still passes every check the format allows (magic, size, offset, body CRC) - in RocketMQ too.
+    # the first part of a record that was being written at `end`, as a crash leaves it: cut inside
+    # the body (the body CRC fails) or, "tail-only", inside its topic / properties tail, which passes
+    # magic, size, offset and body CRC - recovery sees the never-written last byte instead
     patched = bytearray(record)
     patched[28:36] = struct.pack(">q", end)
     m = StoredMessage(record)
     body_end = len(record) - 1 - len(m.topic.encode()) - 2 - len(m.properties_string.encode())
+    if kind == "tail-only":        # keep the properties length, lose 1.. bytes of the properties
+        return bytes(patched[:rng.randrange(len(record) - len(m.properties_string.encode()), len(record))])
     return bytes(patched[:rng.randrange(9, body_end)])
 
 
-@pytest.mark.parametrize("kind", ["garbage", "half-record", "size-only"])
+@pytest.mark.parametrize("kind", ["garbage", "half-record", "tail-only", "size-only"])
 def test_torn_tail_is_cut_and_writing_continues(tmp_path, kind):
     seed = new_seed()
     rng = random.Random(seed)
@@ -513,3 +517,21 @@ def test_all_flush_modes_write_the_same_bytes(tmp_path):
     assert len(digests["ASYNC_FLUSH"]) > 10
     assert digests["SYNC_FLUSH"] == digests["ASYNC_FLUSH"] == digests["TRANSIENT_POOL"]
     assert queues["SYNC_FLUSH"] == queues["ASYNC_FLUSH"] == queues["TRANSIENT_POOL"]
+
+
+def test_unwritten_tails_sees_the_last_byte_of_topic_or_properties(tmp_path):
+    """Pinned per record shape: properties or none, IPv4 or IPv6 hosts (the slow path)."""
+    v6 = HostAddress.parse("[::1]:1234")
+    msgs = [Message(topic="T", body=b"with props", tags="a", keys=["k"]),
+            Message(topic="Tx", body=b"no props"),
+            Message(topic="T6", body=b"v6 with props", properties={"a": "b"}, born_host=v6),
+            Message(topic="T6", body=b"v6 no props", born_host=v6)]
+    with MessageStore(small_config(tmp_path)) as store:
+        raws = [bytes(store.read_message(store.put_message(m).physical_offset).raw) for m in msgs]
+    for raw in raws:
+        buf = bytearray(raw)
+        tail_last = len(raw) - 1 if not raw.endswith(b"\0\0") else len(raw) - 3
+        one = (np.array([0]), np.array([len(raw)]))
+        assert not unwritten_tails(bytes(buf), *one).any(), raw[-24:]
+        buf[tail_last] = 0
+        assert unwritten_tails(bytes(buf), *one).all(), raw[-24:]

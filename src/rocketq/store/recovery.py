@@ -23,10 +23,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import numpy as np
+
 from rocketq.store.checkpoint import Checkpoint
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
-from rocketq.store.scan import SegmentScan, parse_rows, scan_segment
+from rocketq.store.record import RecordError
+from rocketq.store.scan import SegmentScan, parse_rows, scan_segment, unwritten_tails
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,8 @@ def recover_commitlog(files: MappedFileQueue, checkpoint: Checkpoint, *, abnorma
     for i in range(start, len(segs)):
         mf = segs[i]
         result = scan_segment(mf.buffer(), mf.file_from_offset, 0, files.file_size, check_crc=check_crc)
+        if abnormal:
+            result = _cut_unwritten_tail(mf.buffer(), mf.file_from_offset, result, checkpoint.physic_flushed_offset)
         scanned += result.end
         if result.blank:
             mf.set_positions(files.file_size)
@@ -81,6 +86,29 @@ def recover_commitlog(files: MappedFileQueue, checkpoint: Checkpoint, *, abnorma
         cut = _cut_after(files, mf, result, i)
         return end, scanned, cut
     return files.max_offset(), scanned, 0
+
+
+def _cut_unwritten_tail(buf, base: int, result: SegmentScan, flushed_offset: int) -> SegmentScan:
+    """End the valid data at the first unflushed record whose tail reads as never written.
+
+    Records are checked by magic, size, offset and body CRC, so a tear that loses only bytes of the
+    topic / properties tail would pass, and never-written bytes read as zero.  The last byte of that
+    tail is the last byte of the properties (every conforming writer ends them with ``\x02``) or,
+    when they are empty, of the topic (legal topic characters only): zero there means a tear.  Only
+    records at or after the checkpoint's flushed offset are judged this way - those are the only
+    ones a crash can have torn.
+    """
+    pos, sizes = result.positions, result.sizes
+    first = int(np.searchsorted(pos, flushed_offset - base))
+    if first == len(pos):
+        return result
+    torn = np.flatnonzero(unwritten_tails(buf, pos[first:], sizes[first:]))
+    if len(torn) == 0:
+        return result
+    i = first + int(torn[0])
+    at = int(pos[i])
+    err = RecordError(base + at, "the last byte of its topic/properties tail is zero: never written")
+    return SegmentScan(pos[:i], sizes[:i], at, False, err)
 
 
 def _start_index(segs: list[MappedFile], checkpoint: Checkpoint, abnormal: bool) -> int:

@@ -22,7 +22,8 @@ from rocketq.common.crc import raw_crc32_for
 from rocketq.common.properties import decode_properties
 from rocketq.common.sysflag import BORNHOST_V6, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, STOREHOST_V6
 from rocketq.store.dispatcher import DispatchBatch
-from rocketq.store.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, RecordError, check_record, header_struct
+from rocketq.store.record import (BLANK_MAGIC, MAGIC_V1, MAGIC_V2, RecordError, StoredMessage, check_record,
+                                  header_struct)
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +254,27 @@ def _check_headers(buf, u8, pos, sizes, base, body_len_out, crc_out, special_out
         except RecordError:
             return i
     return limit if limit < len(pos) else None
+
+
+def unwritten_tails(buf, pos: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """For records already past the header checks: True where the last byte of the topic/properties
+    tail (the properties' last byte, or the topic's when there are no properties) is zero."""
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    if len(pos) == 0:
+        return np.zeros(0, dtype=bool)
+    h = read_headers(u8, pos)
+    special = (h["magic"] != MAGIC_V1) | ((h["sysflag"] & (BORNHOST_V6 | STOREHOST_V6)) != 0)
+    topic_pos = pos + HEADER_V4_DTYPE.itemsize + h["body_len"].astype(np.int64)
+    topic_pos = np.where(special, pos, topic_pos)
+    topic_len = gather_be(u8, topic_pos, 1)
+    props_len = gather_be(u8, np.minimum(topic_pos + 1 + topic_len, len(u8) - 2), 2)
+    last = np.where(props_len > 0, pos + sizes - 1, topic_pos + topic_len)
+    torn = (u8[last] == 0) | (topic_len == 0)
+    for i in np.flatnonzero(special).tolist():      # IPv6 hosts / V2 magic: other offsets
+        m = StoredMessage(bytes(buf[int(pos[i]):int(pos[i] + sizes[i])]))
+        tail = m.properties_string or m.topic
+        torn[i] = not tail or tail[-1] == "\x00"
+    return torn
 
 
 def _v2_ok(buf, pos: int, size: int, base: int) -> bool:
