@@ -103,15 +103,21 @@ def test_consumers_read_from_the_slave_when_the_master_is_gone(tmp_path):
     asyncio.run(main())
 
 
-def test_slave_copies_offsets_and_groups(tmp_path):
+def test_slave_copies_offsets_groups_and_delay_progress(tmp_path):
     async def main():
         namesrv, addr, master, slave = await _pair(tmp_path, role="ASYNC_MASTER")
         try:
             master.offsets.commit("GID_X", "T", 0, 17)
             from rocketq.broker.subscription_groups import SubscriptionGroupConfig
             master.groups.update(SubscriptionGroupConfig("GID_X", retry_max_times=3))
+            async with Producer("PG", addr) as p:                # a delayed message the master delivers
+                await p.send(Message("TD", b"later", delay_level=1))
+            await until(lambda: master.store.schedule.offsets.get(1) == 1, 20, "the delayed message delivered")
             await slave.replication.sync.sync_once()
             assert slave.offsets.query("GID_X", "T", 0) == 17 and slave.groups.get("GID_X").retry_max_times == 3
+            # delay-level progress too, on disk, so a promoted slave does not deliver it again
+            assert slave.store.schedule.offsets == {1: 1}
+            assert '"1": 1' in (tmp_path / "s" / "config" / "delayOffset.json").read_text()
         finally:
             await _close(slave, master, namesrv)
     asyncio.run(main())

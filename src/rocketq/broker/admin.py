@@ -14,6 +14,7 @@ GET_CONSUME_STATS                   208  body: ConsumeStats, MessageQueue-keyed 
 GET_CONSUMER_CONNECTION_LIST        203  body: ConsumerConnection
 GET_BROKER_RUNTIME_INFO              28  body: KVTable {"table": {name: text}}
 GET_ALL_CONSUMER_OFFSET              43  body: {"offsetTable": {"topic@group": {queueId: offset}}}
+GET_ALL_DELAY_OFFSET                 45  body: delayOffset.json, {"offsetTable": {level: offset}, ...}
 =================================  ====  =====================================================
 
 Creating or deleting a topic re-registers with the NameServers before answering, as RocketMQ's
@@ -44,6 +45,7 @@ def handlers(broker) -> dict:
         RequestCode.GET_TOPIC_STATS_INFO: topic_stats, RequestCode.GET_CONSUME_STATS: consume_stats,
         RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
         RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info, RequestCode.GET_ALL_CONSUMER_OFFSET: all_offsets,
+        RequestCode.GET_ALL_DELAY_OFFSET: all_delay_offsets,
     }
 
     def bind(fn):
@@ -176,6 +178,10 @@ def consumer_connections(broker, cmd):
 
 def all_offsets(broker, cmd):
     return ok(cmd, body=json.dumps(broker.offsets.encode()).encode())
+
+
+def all_delay_offsets(broker, cmd):
+    return ok(cmd, body=json.dumps(broker.store.schedule.encode()).encode())
 
 
 def runtime_info(broker, cmd):

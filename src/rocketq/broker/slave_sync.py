@@ -1,7 +1,7 @@
 """What a slave copies from its master besides the CommitLog (RocketMQ's SlaveSynchronize):
-topic config, subscription groups and consumer offsets, every ``SYNC_INTERVAL_S`` (10 s), over the
-master's ordinary remoting port (GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-GET_ALL_CONSUMER_OFFSET).  The master's address comes from the NameServers' answer to the slave's
+topic config, subscription groups, consumer offsets and delay-level progress, every
+``SYNC_INTERVAL_S`` (10 s), over the master's ordinary remoting port (GET_ALL_TOPIC_CONFIG,
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET).  The master's address comes from the NameServers' answer to the slave's
 registration.
 """
 
@@ -75,4 +75,7 @@ class SlaveSync:
                 b.groups.update(cfg)
         offsets = fastjson.loads(await self._ask(RequestCode.GET_ALL_CONSUMER_OFFSET)).get("offsetTable") or {}
         b.offsets.replace_all({k: {int(q): int(o) for q, o in v.items()} for k, v in offsets.items()})
+        delay = json.loads(await self._ask(RequestCode.GET_ALL_DELAY_OFFSET)).get("offsetTable") or {}
+        if not b.store.schedule.running:              # a promoted slave delivers from its own progress
+            b.store.schedule.replace_offsets(delay)
         self.rounds += 1

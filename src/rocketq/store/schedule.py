@@ -105,11 +105,28 @@ class ScheduleService:
             log.warning("re-putting delayed message at offset %d failed: %s", phy, result.status)
         return result.ok
 
+    def encode(self) -> dict:
+        """The ``delayOffset.json`` document (also what a master sends a slave, GET_ALL_DELAY_OFFSET)."""
+        return {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())},
+                "dataVersion": {"stateVersion": 0, "timestamp": int(time.time() * 1000), "counter": self._version}}
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def replace_offsets(self, offset_table: dict) -> None:
+        """A slave takes its master's progress (RocketMQ ``syncDelayOffset``), so that on promotion it
+        does not deliver again what the master already delivered.  Refused while delivering."""
+        if self.running:
+            raise RuntimeError("delay offsets are copied only while this store does not deliver (a slave)")
+        offsets = {int(k): int(v) for k, v in offset_table.items()}
+        if offsets != self.offsets:
+            self.offsets = offsets
+            self.persist()
+
     def persist(self) -> None:
         self._version += 1
-        write_json(self._path, {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())},
-                                "dataVersion": {"stateVersion": 0, "timestamp": int(time.time() * 1000),
-                                                "counter": self._version}})
+        write_json(self._path, self.encode())
         self._dirty = False
         self._last_persist = time.monotonic()
 
