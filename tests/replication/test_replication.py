@@ -155,3 +155,16 @@ def test_slave_read_enable_sends_cold_reads_to_the_slave(tmp_path):
         finally:
             await _close(slave, master, namesrv)
     asyncio.run(main())
+
+
+def test_closing_the_ha_master_drops_its_slaves_connections(tmp_path):
+    async def main():
+        namesrv, addr, master, slave = await _pair(tmp_path, role="ASYNC_MASTER")
+        try:
+            assert slave.replication.slave.connected
+            await master.replication.master.close()
+            assert master.replication.master.slaves == {}
+            await until(lambda: not slave.replication.slave.connected, 10, "the slave to see its connection closed")
+        finally:
+            await _close(slave, master, namesrv)
+    asyncio.run(main())

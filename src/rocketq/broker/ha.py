@@ -63,6 +63,7 @@ class HAMaster:
         self._new_data = asyncio.Event()
         self._acked = asyncio.Condition()
         self.slaves: dict[str, int] = {}            # peer -> its reported end
+        self._serving: set[asyncio.Task] = set()     # one per slave connection, cancelled by close()
 
     async def start(self) -> HAMaster:
         try:
@@ -90,6 +91,10 @@ class HAMaster:
             self._listener = None
         if self._server is not None:
             self._server.close()
+        for task in list(self._serving):         # closing the listener leaves served connections open
+            task.cancel()
+        await asyncio.gather(*self._serving, return_exceptions=True)
+        if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
 
@@ -115,6 +120,8 @@ class HAMaster:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = "%s:%s" % writer.get_extra_info("peername")[:2]
+        task = asyncio.current_task()
+        self._serving.add(task)
         try:
             first = _OFFSET.unpack(await asyncio.wait_for(reader.readexactly(8), IDLE_TIMEOUT_S))[0]
             if first > self.store.max_physical_offset():
@@ -137,6 +144,7 @@ class HAMaster:
             log.info("slave %s gone: %s", peer, type(exc).__name__)
         finally:
             self.slaves.pop(peer, None)
+            self._serving.discard(task)
             writer.close()
 
     async def _acknowledge(self, peer: str, offset: int) -> None:
