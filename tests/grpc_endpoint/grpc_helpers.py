@@ -18,8 +18,7 @@ from rocketq.broker.broker import Broker, BrokerSettings
 from rocketq.broker.topic_config import TopicConfig
 from rocketq.grpc_endpoint import EndpointSettings, GrpcEndpoint
 
-FAST = EndpointSettings(min_invisible_ms=1000, default_invisible_ms=5000, timer_bucket_ms=1000,
-                        default_long_polling_ms=3000)
+FAST = EndpointSettings(min_invisible_ms=1000, default_invisible_ms=5000, default_long_polling_ms=3000)
 
 
 class ServerThread:
@@ -49,7 +48,8 @@ class ServerThread:
 
     def start(self) -> ServerThread:
         async def up():
-            settings = {"port": 0, "transaction_check_interval_s": 0.3, "transaction_timeout_s": 0.3}
+            settings = {"port": 0, "transaction_check_interval_s": 0.3, "transaction_timeout_s": 0.3,
+                        "timer_bucket_ms": 1000}
             settings.update(self._broker_settings)
             self.broker = await Broker(BrokerSettings(**settings), store_config(self.tmp_path)).start()
             self.endpoint = await GrpcEndpoint(self.broker, host="127.0.0.1", port=0,
@@ -133,3 +133,16 @@ def receive_all(consumer, count: int, *, invisible_s: int = 10, timeout_s: float
             raise AssertionError(f"received {len(got)} of {count} messages in {timeout_s} s")
         got += consumer.receive(batch, invisible_s)
     return got
+
+
+def remoting_call(server: ServerThread, build, timeout_s: float = 10.0):
+    """One remoting request (built on the loop thread by *build*) to the server's broker port."""
+    from rocketq.remoting import RemotingClient
+
+    async def go():
+        client = RemotingClient("127.0.0.1", server.broker.server.port)
+        try:
+            return await client.invoke(build(), timeout_s=timeout_s)
+        finally:
+            await client.close()
+    return server.run(go())

@@ -245,3 +245,44 @@ def test_an_acl_file_changed_at_run_time_takes_effect(acl_server, stub, tmp_path
     acl_file.write_text(ACL_YAML.replace("[Orders=PUB, Audit=PUB|SUB]", "[Orders=DENY]"))
     wait_until(lambda: _send(stub, PRODUCER, "Orders").code == Code.FORBIDDEN, what="DENY on Orders after the edit")
     assert "(AccessKey 'producer' has DENY)" in _send(stub, PRODUCER, "Orders").message
+
+
+def test_pull_offsets_and_recall_need_their_permissions(acl_server, stub):
+    def mq(topic):
+        return pb.MessageQueue(topic=pb.Resource(name=topic), id=0)
+
+    def pull(md, topic, group):
+        req = spb.PullMessageRequest(group=pb.Resource(name=group), message_queue=mq(topic), offset=0,
+                                     batch_size=4, long_polling_timeout=ms_duration(0))
+        return [r.status.code for r in stub.PullMessage(req, metadata=md, timeout=10) if r.HasField("status")]
+
+    def update(md, group):
+        return stub.UpdateOffset(spb.UpdateOffsetRequest(group=pb.Resource(name=group), message_queue=mq("Orders"),
+                                                         offset=0), metadata=md, timeout=5).status.code
+
+    def get(md, group):
+        return stub.GetOffset(spb.GetOffsetRequest(group=pb.Resource(name=group), message_queue=mq("Orders")),
+                              metadata=md, timeout=5).status.code
+
+    def query(md, topic):
+        return stub.QueryOffset(spb.QueryOffsetRequest(message_queue=mq(topic), query_offset_policy=pb.QueryOffsetPolicy.END),
+                                metadata=md, timeout=5).status.code
+
+    def recall(md, topic):
+        return stub.RecallMessage(spb.RecallMessageRequest(topic=pb.Resource(name=topic), recall_handle="x"),
+                                  metadata=md, timeout=5).status
+
+    # SUB on the topic and on the group, as remoting's PULL_MESSAGE and consumer offset requests
+    assert pull(CONSUMER, "Orders", "GID_C") == [Code.MESSAGE_NOT_FOUND]
+    assert pull(CONSUMER, "Orders", "GID_D") == [Code.FORBIDDEN]
+    assert pull(CONSUMER, "Secret", "GID_C") == [Code.FORBIDDEN]
+    assert pull(PRODUCER, "Orders", "GID_C") == [Code.FORBIDDEN]
+    assert update(CONSUMER, "GID_C") == Code.OK and update(CONSUMER, "GID_D") == Code.FORBIDDEN
+    assert get(CONSUMER, "GID_C") == Code.OK and get(PRODUCER, "GID_C") == Code.FORBIDDEN
+    # QueryOffset: any access to the topic; RecallMessage: PUB on it
+    assert query(PRODUCER, "Orders") == Code.OK and query(CONSUMER, "Orders") == Code.OK
+    assert query(PRODUCER, "Other") == Code.FORBIDDEN
+    refused = recall(CONSUMER, "Orders")
+    assert refused.code == Code.FORBIDDEN and "PUB permission for topic 'Orders'" in refused.message
+    assert recall(PRODUCER, "Orders").code == Code.BAD_REQUEST          # allowed; the handle is garbage
+    assert recall(signed_md("producer", "wrong"), "Orders").code == Code.UNAUTHORIZED

@@ -6,11 +6,11 @@ import time
 import pytest
 from broker_helpers import store_config
 
+from rocketq.broker.timer import Timer, decode_entries, encode_entry
+from rocketq.broker.timer_messages import PROPERTY_TIMER_DELIVER_MS
 from rocketq.common.message import Message
-from rocketq.grpc_endpoint.convert import PROPERTY_TIMER_DELIVER_MS
 from rocketq.grpc_endpoint.pop_log import ACKED, NEXT, POPPED, PopLog, PopLogCorrupt, PopRecord, decode_all, encode
 from rocketq.grpc_endpoint.pop_state import Handle, PopState, QueueKey
-from rocketq.grpc_endpoint.timer import Timer, decode_entries, encode_entry
 from rocketq.store import MessageStore
 
 GOLDEN_POPPED = bytes.fromhex(

@@ -7,7 +7,7 @@ from grpc_helpers import client_config, message, receive_all, wait_until
 
 from rocketq.common.sysflag import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketq.grpc_endpoint.protocol import pb, spb, spb_grpc
-from rocketq.grpc_endpoint.timer import TIMER_TOPIC
+from rocketq.broker.timer import TIMER_TOPIC
 
 
 def _producer(server, topics, checker=None):

@@ -7,10 +7,10 @@ import time
 
 from broker_helpers import store_config
 
+from rocketq.broker import timer as timer_mod
+from rocketq.broker.timer import Timer
+from rocketq.broker.timer_messages import PROPERTY_TIMER_DELIVER_MS
 from rocketq.common.message import Message
-from rocketq.grpc_endpoint import timer as timer_mod
-from rocketq.grpc_endpoint.convert import PROPERTY_TIMER_DELIVER_MS
-from rocketq.grpc_endpoint.timer import Timer
 from rocketq.store import MessageStore
 
 T0 = 1_800_000_000.0

@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,13 +31,15 @@ from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.replication import Replication
-from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header, send_header
+from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header, route_single, send_header
 from rocketq.broker.send_back import consumer_send_back
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
+from rocketq.broker.timer import Timer
+from rocketq.broker.timer_messages import DEFAULT_MAX_DELAY_SEC, TimerPolicy
 from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketq.broker.transaction_check import TransactionChecker
-from rocketq.broker.transactions import end_transaction, is_half, to_half
+from rocketq.broker.transactions import end_transaction
 from rocketq.common import fastjson
 from rocketq.common.msgid import HostAddress
 from rocketq.remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode, not_supported_response
@@ -82,6 +85,9 @@ class BrokerSettings:
     controller_addr: str | None = None        # controllerAddr (None: the first of namesrvAddr)
     controller_master_role: str = "SYNC_MASTER"   # controllerMasterRole: how this broker replicates as master
     controller_lease: bool = True             # controllerLeaseEnable: a master out of touch stops taking sends
+    timer_wheel_enable: bool = True           # timerWheelEnable: TIMER_* properties schedule a message
+    timer_max_delay_sec: int = DEFAULT_MAX_DELAY_SEC  # timerMaxDelaySec: scheduled further ahead is refused
+    timer_bucket_ms: int = 10_000             # width of one timer bucket file (rocketq's own)
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -94,6 +100,9 @@ class BrokerSettings:
                 raise ValueError(f"{what} {name!r}: {topic_error(name)}")
         if self.default_topic_queue_nums < 1:
             raise ValueError("defaultTopicQueueNums must be at least 1")
+        TimerPolicy(self.timer_wheel_enable, self.timer_max_delay_sec * 1000)        # raises if not positive
+        if self.timer_bucket_ms < 100:
+            raise ValueError(f"timer_bucket_ms {self.timer_bucket_ms} is below 100")
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
             raise ValueError(f"brokerRole {self.broker_role} is not ASYNC_MASTER, SYNC_MASTER or SLAVE")
         if self.controller_mode:
@@ -148,6 +157,8 @@ class Broker:
             from rocketq.acl import AclValidator
             self.acl = AclValidator(Path(settings.acl_file) if settings.acl_file else config_dir / "plain_acl.yml")
         self.clients = ClientManager()
+        self.timer_policy = TimerPolicy(settings.timer_wheel_enable, settings.timer_max_delay_sec * 1000)
+        self.timer: Timer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -165,6 +176,10 @@ class Broker:
         self.store.set_store_host(self.address)             # message ids name the address clients reach
         self.registrar = None
         self.controller_agent = None
+        # the timer runs on a master only, as the delay levels do (a slave's store takes no puts)
+        self.timer = Timer(self.store, Path(self.store.config.store_path) / "timer",
+                           bucket_ms=self.settings.timer_bucket_ms)
+        self.store.arrival_listeners.append(self.timer.on_arrival)
         try:
             if self.settings.controller_mode:
                 from rocketq.broker.controlled import ControllerAgent
@@ -174,6 +189,8 @@ class Broker:
                     self.start_master_services()
             else:
                 self.store.start()
+                if self.settings.broker_role != "SLAVE":
+                    self.timer.start()
         except BaseException:
             if self.controller_agent is not None:
                 await self.controller_agent.close()
@@ -229,6 +246,8 @@ class Broker:
         schedule = self.store.schedule
         if schedule._thread.ident is None:
             schedule.start()
+        if self.timer is not None and not self.timer.running:
+            self.timer.start()
 
     async def close(self) -> None:
         for t in self._tasks:
@@ -242,6 +261,8 @@ class Broker:
         if self.server is not None:
             await self.server.close()
         self.long_polling.wake_all()
+        if self.timer is not None:
+            await self.timer.close()
         self.offsets.persist()
         await asyncio.to_thread(self.store.shutdown)
 
@@ -309,8 +330,10 @@ class Broker:
             return tc
         qid = self._queue_id(cmd, tc)
         msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=qid)
-        if is_half(msg):
-            msg = to_half(msg)
+        routed = route_single(msg, self.timer_policy, broker_name=self.settings.broker_name, clock_ms=_now_ms)
+        if routed.refusal is not None:
+            return RemotingCommand.create_response(cmd, *routed.refusal)
+        msg = routed.message
         with self.flow_control.sending():
             r = await self.store.put_message_async(msg)
         code = STATUS_CODES[r.status]
@@ -320,10 +343,12 @@ class Broker:
         self.replication.notify()
         if r.ok:
             code = await self.replication.replicated(r.physical_offset + r.wrote_bytes) or code
-        return RemotingCommand.create_response(cmd, code, None if r.ok else str(r.status), {
-            # Java answers the queue the message is for, also when the store parked it elsewhere
-            # (a delayed message in SCHEDULE_TOPIC_XXXX, a half message in the half topic)
-            "msgId": r.msg_id, "queueId": qid, "queueOffset": r.queue_offset})
+        # Java answers the queue the message is for, also when the store parked it elsewhere (a delayed
+        # message in SCHEDULE_TOPIC_XXXX or the timer topic, a half message in the half topic)
+        header = {"msgId": r.msg_id, "queueId": qid, "queueOffset": r.queue_offset,
+                  "recallHandle": routed.recall_handle}
+        return RemotingCommand.create_response(cmd, code, None if r.ok else str(r.status),
+                                               {k: v for k, v in header.items() if v is not None})
 
     async def _send_batch(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         busy = self.replication.refuse_send(cmd) or self.flow_control.check(cmd)
@@ -465,6 +490,10 @@ async def _quietly(coro) -> None:
 
 
 _ok = admin.ok
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _ip_of(conn) -> str:

@@ -14,12 +14,31 @@ The topic is created on first use from ``defaultTopic`` when auto-creation is on
 beyond the topic's write queues is taken modulo their number, as RocketMQ does.  Store statuses
 map one-to-one onto response codes; the response carries the offset message id (a batch: the
 ids joined with commas), the queue id and the queue offset.
+
+A single message (not a batch, not a transaction's half, as in RocketMQ) carrying
+``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` goes to the broker's timer
+(:func:`route_timer`, rules in :mod:`rocketq.broker.timer_messages`): parked in
+``rmq_sys_wheel_timer`` until due, and its response carries a ``recallHandle`` (RocketMQ 5.3's
+``SendMessageResponseHeader`` field) that gRPC RecallMessage takes.  Refusals are RocketMQ's:
+MESSAGE_ILLEGAL for a bad value or a delay over ``timerMaxDelaySec``, SYSTEM_ERROR when
+``timerWheelEnable`` is off.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
+from rocketq.broker.timer_messages import (
+    TimerMessageIllegal,
+    TimerNotEnabled,
+    TimerPolicy,
+    has_timer_properties,
+    park,
+    recall_handle,
+    timer_due_ms,
+)
+from rocketq.broker.transactions import is_half, to_half
 from rocketq.common.message import Message
 from rocketq.common.msgid import HostAddress
 from rocketq.common.properties import decode_properties
@@ -59,6 +78,40 @@ def message_from_header(cmd: RemotingCommand, body: bytes, born_host: HostAddres
                    born_timestamp=cmd.get_int("bornTimestamp", 0), born_host=born_host,
                    reconsume_times=cmd.get_int("reconsumeTimes", 0),
                    delay_level=int(delay) if delay.isdigit() else 0)
+
+
+@dataclass(slots=True)
+class TimerRouting:
+    """What one sent message becomes with respect to the timer."""
+
+    message: Message
+    recall_handle: str | None = None            # parked: the handle its response carries
+    refusal: tuple[int, str] | None = None      # refused: (response code, remark)
+
+
+def route_single(msg: Message, policy: TimerPolicy, *, broker_name: str, clock_ms) -> TimerRouting:
+    """Where one sent message is stored: a transaction's half in the half topic, a timer message in
+    the timer topic (:func:`route_timer`), anything else as it is.  *clock_ms* is read only for a
+    message with timer properties."""
+    if is_half(msg):
+        return TimerRouting(to_half(msg))
+    if not has_timer_properties(msg):
+        return TimerRouting(msg)
+    return route_timer(msg, policy, broker_name=broker_name, now_ms=clock_ms())
+
+
+def route_timer(msg: Message, policy: TimerPolicy, *, broker_name: str, now_ms: int) -> TimerRouting:
+    """Park *msg* in the timer when its TIMER_* properties ask for a later delivery."""
+    try:
+        due = timer_due_ms(msg, policy, now_ms=now_ms)
+    except TimerNotEnabled as exc:
+        return TimerRouting(msg, refusal=(ResponseCode.SYSTEM_ERROR, str(exc)))
+    except TimerMessageIllegal as exc:
+        return TimerRouting(msg, refusal=(ResponseCode.MESSAGE_ILLEGAL, str(exc)))
+    if due is None:
+        return TimerRouting(msg)
+    parked = park(msg, due)
+    return TimerRouting(parked, recall_handle=recall_handle(parked, broker_name))
 
 
 def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:

@@ -14,12 +14,16 @@ RPC                                needs
 =================================  ===========================================================
 SendMessage                        PUB on each message's topic
 EndTransaction                     PUB on the topic
+RecallMessage                      PUB on the topic
 QueryRoute                         PUB or SUB on the topic
 QueryAssignment                    SUB on the topic, SUB on the group
 ReceiveMessage                     SUB on the queue's topic, SUB on the group
 AckMessage                         SUB on the topic, SUB on the group
 ChangeInvisibleDuration            SUB on the topic, SUB on the group
 ForwardMessageToDeadLetterQueue    SUB on the topic, SUB on the group
+PullMessage                        SUB on the queue's topic, SUB on the group
+UpdateOffset, GetOffset            SUB on the queue's topic, SUB on the group
+QueryOffset                        PUB or SUB on the queue's topic
 Heartbeat                          consumers (PUSH_CONSUMER, SIMPLE_CONSUMER): SUB on the group,
                                    which they must name; others: signature only
 NotifyClientTermination            SUB on the group when one is named; else signature only
@@ -27,8 +31,16 @@ Telemetry                          signature when the stream opens; then each ``
                                    command: PUB on each publishing topic, SUB on the
                                    subscription group and on each subscribed topic (one with
                                    neither publishing nor subscription is refused)
-PullMessage, offsets, Recall ...   not served (NOT_IMPLEMENTED), nothing checked
+SyncLiteSubscription               not served (NOT_IMPLEMENTED), nothing checked
 =================================  ===========================================================
+
+RocketMQ 5.1's gRPC ACL lists none of PullMessage, UpdateOffset, GetOffset, QueryOffset and
+RecallMessage (its proxy did not serve them), which would leave them open to any signed account;
+they are checked as the remoting requests that do the same work are (``PULL_MESSAGE``,
+``QUERY/UPDATE_CONSUMER_OFFSET``: SUB on topic and group), RecallMessage as RocketMQ 5.3's
+authorization does (``DefaultAuthorizationContextBuilder``: PUB on the topic), and QueryOffset,
+which RocketMQ 5.3 checks as GET on the topic (``GetMaxOffsetRequestHeader``,
+``SearchOffsetRequestHeader``), as any access to the topic, like QueryRoute.
 
 A topic named ``%RETRY%<group>`` is checked as that group.  A bad or missing signature (or no
 such account) is answered UNAUTHORIZED, a missing permission FORBIDDEN, each with a message naming
@@ -73,6 +85,10 @@ def _send(req) -> Resources:
     return [("topic", t, PUB) for t in dict.fromkeys(m.topic.name for m in req.messages)]
 
 
+def _queue_and_group(req) -> Resources:
+    return [("topic", req.message_queue.topic.name, SUB), ("group", req.group.name, SUB)]
+
+
 def _heartbeat(req) -> Resources:
     if req.client_type not in _CONSUMER_TYPES:
         return []
@@ -92,6 +108,11 @@ _NEEDS = {
     spb.ForwardMessageToDeadLetterQueueRequest: _topic_and_group,
     spb.HeartbeatRequest: _heartbeat,
     spb.NotifyClientTerminationRequest: lambda r: [("group", r.group.name, SUB)] if r.group.name else [],
+    spb.PullMessageRequest: _queue_and_group,
+    spb.UpdateOffsetRequest: _queue_and_group,
+    spb.GetOffsetRequest: _queue_and_group,
+    spb.QueryOffsetRequest: lambda r: [("topic", r.message_queue.topic.name, ANY)],
+    spb.RecallMessageRequest: lambda r: [("topic", r.topic.name, PUB)],
 }
 
 

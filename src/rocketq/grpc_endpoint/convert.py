@@ -10,7 +10,10 @@ Delivering: a stored record becomes a v2 ``Message`` the way RocketMQ's proxy fi
 (``GrpcConverter.buildSystemProperties``): message id = ``UNIQ_KEY`` (or the offset id), body
 digest MD5 in upper-case hex, message type from the properties, ``delivery_attempt`` =
 reconsume times + 1, bodies compressed by remoting producers (sysflag COMPRESSED, zlib) delivered
-decompressed, and the user properties = every property that is not a system one.
+decompressed, and the user properties = every property that is not a system one.  A message that
+went through the timer is DELAY; its ``delivery_timestamp`` is ``TIMER_DELIVER_MS``, or for one a
+remoting producer scheduled with ``TIMER_DELAY_SEC`` / ``TIMER_DELAY_MS``, the due time the broker
+worked out (``TIMER_OUT_MS``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import gzip
 import hashlib
 import zlib
 
+from rocketq.broker.timer_messages import PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_OUT_MS, TIMER_PROPERTIES
 from rocketq.common.message import Message
 from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import PROPERTY_UNIQ_KEY, plain_body
@@ -27,7 +31,6 @@ from rocketq.grpc_endpoint.protocol import Code, V2Error, ms_duration, ms_timest
 from rocketq.store.record import StoredMessage
 
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
-PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 PROPERTY_BORN_HOST = "__BORNHOST"
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
@@ -39,6 +42,8 @@ _TRANSACTION, _DELAY, _FIFO, _NORMAL = (pb.MessageType.TRANSACTION, pb.MessageTy
                                         pb.MessageType.NORMAL)
 _GZIP, _IDENTITY, _MD5 = pb.Encoding.GZIP, pb.Encoding.IDENTITY, pb.DigestType.MD5
 
+_DELAY_PROPERTIES = (*TIMER_PROPERTIES, PROPERTY_TIMER_OUT_MS)
+
 # RocketMQ's MessageConst names that are not the user's to set (a subset: the ones any code reads).
 SYSTEM_PROPERTY_KEYS = frozenset({
     "TAGS", "KEYS", "UNIQ_KEY", "DELAY", "WAIT", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP", "MIN_OFFSET",
@@ -47,7 +52,7 @@ SYSTEM_PROPERTY_KEYS = frozenset({
     "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS", "INSTANCE_ID", "CORRELATION_ID",
     "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "CLUSTER", "RETRY_TOPIC", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID",
     "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS",
-    "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "SHARDING_KEY",
+    "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_DEL_UNIQKEY", "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "SHARDING_KEY",
     PROPERTY_SHARDING_KEY, PROPERTY_BORN_HOST, "__transactionId__", PROPERTY_TRACE_CONTEXT,
 })
 
@@ -119,7 +124,7 @@ def _user_properties(msg: pb.Message) -> dict[str, str]:
 def message_type_of(props: dict[str, str]) -> int:
     if props.get("TRAN_MSG") == "true":
         return _TRANSACTION
-    if PROPERTY_TIMER_DELIVER_MS in props or props.get("DELAY", "0") not in ("", "0"):
+    if any(name in props for name in _DELAY_PROPERTIES) or props.get("DELAY", "0") not in ("", "0"):
         return _DELAY
     if PROPERTY_SHARDING_KEY in props:
         return _FIFO
@@ -142,8 +147,9 @@ def stored_to_v2(m: StoredMessage, *, topic: str, namespace: str = "", receipt_h
         delivery_attempt=attempt if attempt is not None else m.reconsume_times + 1)
     if m.tags is not None:
         sp.tag = m.tags
-    if PROPERTY_TIMER_DELIVER_MS in props and props[PROPERTY_TIMER_DELIVER_MS].isdigit():
-        sp.delivery_timestamp.CopyFrom(ms_timestamp(int(props[PROPERTY_TIMER_DELIVER_MS])))
+    due = props.get(PROPERTY_TIMER_DELIVER_MS) or props.get(PROPERTY_TIMER_OUT_MS)
+    if due is not None and due.isdigit():
+        sp.delivery_timestamp.CopyFrom(ms_timestamp(int(due)))
     if PROPERTY_SHARDING_KEY in props:
         sp.message_group = props[PROPERTY_SHARDING_KEY]
     if PROPERTY_TRACE_CONTEXT in props:

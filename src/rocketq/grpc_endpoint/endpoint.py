@@ -6,16 +6,19 @@ Usage (on the broker's event loop)::
     ...
     await endpoint.close()          # before broker.close()
 
-It shares the broker's store, topics, groups, consumer offsets and transaction machinery, so a
-message sent over one protocol is consumed over the other.  Owned here: the pop log
-(``<storePath>/grpc/pop.log``) and the timer (``<storePath>/timer/``).  A housekeeping task
+It shares the broker's store, topics, groups, consumer offsets, long polling, timer and
+transaction machinery, so a message sent over one protocol is consumed over the other.  Owned
+here: the pop log (``<storePath>/grpc/pop.log``); the timer (``<storePath>/timer/``) is the
+broker's (:mod:`rocketq.broker.timer`) and runs with the endpoint off too.  A housekeeping task
 brings back messages whose invisible time is over, fsyncs the pop log once a second, compacts it
 when it grows, and forgets silent clients.
 
 Served: QueryRoute, Heartbeat, QueryAssignment, NotifyClientTermination, Telemetry, SendMessage,
-EndTransaction, ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-ForwardMessageToDeadLetterQueue.  PullMessage, UpdateOffset, GetOffset, QueryOffset,
-RecallMessage and SyncLiteSubscription answer NOT_IMPLEMENTED.
+EndTransaction, RecallMessage (:mod:`~rocketq.grpc_endpoint.producer_service`), ReceiveMessage,
+AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue
+(:mod:`~rocketq.grpc_endpoint.consumer_service`), PullMessage, UpdateOffset, GetOffset,
+QueryOffset (:mod:`~rocketq.grpc_endpoint.pull_service`).  SyncLiteSubscription (lite topics)
+answers NOT_IMPLEMENTED.
 
 TLS: when the broker's ``tlsMode`` is not ``disabled`` the port is TLS only, in ``permissive`` mode
 too - gRPC's server cannot tell plain from TLS on one port, and the RocketMQ 5 Java client's default
@@ -44,10 +47,10 @@ from rocketq.grpc_endpoint.pop_state import PopState
 from rocketq.grpc_endpoint.popping import Popper
 from rocketq.grpc_endpoint.producer_service import ProducerService
 from rocketq.grpc_endpoint.protocol import Code, Malformed, V2Error, pb, service_handlers, spb, spb_grpc, status
+from rocketq.grpc_endpoint.pull_service import PullService
 from rocketq.grpc_endpoint.route import assignments, endpoints_of, message_queues, topic_config
 from rocketq.grpc_endpoint.sessions import Sessions, client_id_of, metadata
 from rocketq.grpc_endpoint.settings import EndpointSettings
-from rocketq.grpc_endpoint.timer import Timer
 from rocketq.remoting.tls import ServerTls
 
 log = logging.getLogger(__name__)
@@ -108,13 +111,12 @@ class GrpcEndpoint:
         self.pop_state = PopState(self.pop_log, clock_ms=_now_ms)
         self.pop_state.load()
         self.popper = Popper(self.broker, self.pop_state, clock_ms=_now_ms)
-        self.timer = Timer(store, root / "timer", bucket_ms=self.settings.timer_bucket_ms)
-        self.timer.start()
-        self._listeners = [self.popper.on_arrival, self.timer.on_arrival]
+        self._listeners = [self.popper.on_arrival]
         store.arrival_listeners.extend(self._listeners)
         self.sessions = Sessions(self.broker, self.settings)
         self.consumers = ConsumerService(self.broker, self.popper, self.settings)
-        self.producers = ProducerService(self.broker, self.sessions, self.timer, self.settings)
+        self.producers = ProducerService(self.broker, self.sessions, self.settings)
+        self.pulls = PullService(self.broker, self.consumers, self.settings)
         self._server.add_generic_rpc_handlers((service_handlers(_Servicer(self)),))
         await self._server.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
@@ -136,8 +138,6 @@ class GrpcEndpoint:
             if fn in self.broker.store.arrival_listeners:
                 self.broker.store.arrival_listeners.remove(fn)
         self._listeners = []
-        if getattr(self, "timer", None) is not None:
-            await self.timer.close()
         if getattr(self, "pop_log", None) is not None:
             self.pop_log.close()
         self.broker.offsets.persist()
@@ -284,19 +284,30 @@ class _Servicer(spb_grpc.MessagingServiceServicer):
             yield cmd
 
     async def PullMessage(self, req, context):
-        yield spb.PullMessageResponse(status=_not_implemented("PullMessage"))
+        try:
+            self._authorize(context, "PullMessage", req)
+            Malformed.check(req)
+        except V2Error as exc:
+            yield spb.PullMessageResponse(status=exc.to_status())
+            return
+        async for resp in self._e.pulls.pull(req, context):
+            yield resp
 
+    @_guard(spb.UpdateOffsetResponse)
     async def UpdateOffset(self, req, context):
-        return spb.UpdateOffsetResponse(status=_not_implemented("UpdateOffset"))
+        return await self._e.pulls.update_offset(req)
 
+    @_guard(spb.GetOffsetResponse)
     async def GetOffset(self, req, context):
-        return spb.GetOffsetResponse(status=_not_implemented("GetOffset"))
+        return await self._e.pulls.get_offset(req)
 
+    @_guard(spb.QueryOffsetResponse)
     async def QueryOffset(self, req, context):
-        return spb.QueryOffsetResponse(status=_not_implemented("QueryOffset"))
+        return await self._e.pulls.query_offset(req)
 
+    @_guard(spb.RecallMessageResponse)
     async def RecallMessage(self, req, context):
-        return spb.RecallMessageResponse(status=_not_implemented("RecallMessage"))
+        return await self._e.producers.recall(req, context)
 
     async def SyncLiteSubscription(self, req, context):
         return spb.SyncLiteSubscriptionResponse(status=_not_implemented("SyncLiteSubscription"))

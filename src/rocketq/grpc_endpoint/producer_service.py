@@ -1,4 +1,4 @@
-"""SendMessage and EndTransaction.
+"""SendMessage, EndTransaction and RecallMessage.
 
 The broker picks the queue (the Python client leaves ``queue_id`` 0, the proxy ignores it too):
 a FIFO message goes to queue ``|hash(message group)| % writeQueueNums`` (Java ``String.hashCode``),
@@ -7,7 +7,9 @@ By type:
 
 * NORMAL / FIFO: stored under the topic;
 * DELAY: ``delivery_timestamp`` in the past or now is stored at once; a later one goes to the
-  timer (:mod:`rocketq.grpc_endpoint.timer`), at most ``max_delay_ms`` ahead;
+  broker's timer (:mod:`rocketq.broker.timer`), at most ``max_delay_ms`` (the proxy's
+  ``maxDelayTimeMills``) and the broker's ``timerMaxDelaySec`` ahead (else ILLEGAL_DELIVERY_TIME;
+  UNSUPPORTED when ``timerWheelEnable`` is off), and its entry carries a recall handle;
 * TRANSACTION: stored as a half message (``TRAN_MSG``, producer group ``GRPC_TX_<topic>``) in
   RocketMQ's half topic; the send result's transaction id is the half's offset message id, which
   EndTransaction decodes to find it.  Commit and rollback go through the remoting path's
@@ -15,6 +17,17 @@ By type:
 
 Each message answers one ``SendResultEntry``; validation failures use the v2 codes
 (ILLEGAL_TOPIC, TOPIC_NOT_FOUND, MESSAGE_BODY_TOO_LARGE, ...).
+
+RecallMessage takes that handle (RocketMQ 5.3's ``RecallMessageHandle`` v1 format) and tells the
+timer to drop the message (:meth:`rocketq.broker.timer.Timer.recall`), answering its message id.
+The checks are ``RecallMessageProcessor``'s; RocketMQ's proxy answers most of its refusals
+INTERNAL_SERVER_ERROR (it has no mapping for the broker's ILLEGAL_OPERATION), rocketq names them:
+a handle that does not decode, is for another topic or broker, or is due beyond
+``timerMaxDelaySec`` is BAD_REQUEST; a topic that does not take DELAY messages
+MESSAGE_PROPERTY_CONFLICT_WITH_TYPE (the proxy's topic type check); a message already due (so
+delivered, or being delivered) NOT_FOUND; a full recall table TOO_MANY_REQUESTS; a slave FORBIDDEN.
+As in RocketMQ, a handle naming no scheduled message at all is not detected: the recall is
+answered OK and drops nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +36,16 @@ import functools
 import itertools
 import time
 
+from rocketq.broker.timer import RecallRefused
+from rocketq.broker.timer_messages import (
+    PROPERTY_TIMER_DELIVER_MS,
+    RecallHandle,
+    TimerMessageIllegal,
+    TimerNotEnabled,
+    park,
+    recall_handle,
+    timer_due_ms,
+)
 from rocketq.broker.transaction_check import PROPERTY_PRODUCER_GROUP
 from rocketq.broker.transactions import end_transaction, to_half
 from rocketq.common.javahash import java_hash
@@ -33,7 +56,7 @@ from rocketq.common.sysflag import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
-from rocketq.grpc_endpoint.convert import PROPERTY_TIMER_DELIVER_MS, v2_to_message
+from rocketq.grpc_endpoint.convert import v2_to_message
 from rocketq.grpc_endpoint.protocol import Code, V2Error, pb, spb, status, timestamp_ms
 from rocketq.grpc_endpoint.route import accepted_types, topic_config
 from rocketq.grpc_endpoint.sessions import Sessions, client_id_of, tx_group
@@ -79,9 +102,12 @@ def _parse_peer(peer: str) -> HostAddress:
         return _LOOPBACK
 
 
+_RECALL_CODES = {"due": Code.NOT_FOUND, "full": Code.TOO_MANY_REQUESTS, "stopped": Code.FORBIDDEN}
+
+
 class ProducerService:
-    def __init__(self, broker, sessions: Sessions, timer, settings: EndpointSettings):
-        self._broker, self._sessions, self._timer, self._settings = broker, sessions, timer, settings
+    def __init__(self, broker, sessions: Sessions, settings: EndpointSettings):
+        self._broker, self._sessions, self._settings = broker, sessions, settings
         self._round_robin = itertools.count()
 
     async def send(self, req, context):
@@ -132,15 +158,9 @@ class ProducerService:
             qid = next(self._round_robin) % tc.write_queue_nums
         m = v2_to_message(msg, topic=topic, queue_id=qid, born_host=peer_host(context),
                           max_body_bytes=self._broker.store.config.max_message_size)
+        recall = ""
         if kind == _DELAY:
-            due_ms = timestamp_ms(sp.delivery_timestamp)
-            now_ms = int(time.time() * 1000)
-            if due_ms > now_ms + self._settings.max_delay_ms:
-                raise V2Error(Code.ILLEGAL_DELIVERY_TIME, f"delivery time {due_ms} is more than "
-                                                          f"{self._settings.max_delay_ms} ms ahead")
-            m.properties[PROPERTY_TIMER_DELIVER_MS] = str(due_ms)
-            if due_ms > now_ms:
-                m = self._timer.wrap(m)
+            m, recall = self._schedule(m, timestamp_ms(sp.delivery_timestamp))
         elif kind == _TRANSACTION:
             self._sessions.register_tx_producer(client_id_of(context), topic)
             m.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
@@ -158,7 +178,59 @@ class ProducerService:
             code = _REPLICATION_CODES.get(replicated, _OK) if replicated is not None else code
         return spb.SendResultEntry(status=status(code, "OK" if code == _OK else str(r.status)),
                                    message_id=sp.message_id, offset=max(r.queue_offset, 0),
-                                   transaction_id=r.msg_id if kind == _TRANSACTION else "")
+                                   transaction_id=r.msg_id if kind == _TRANSACTION else "", recall_handle=recall)
+
+    def _schedule(self, m, due_ms: int):
+        """A DELAY message as stored (in the timer topic when due later) and its recall handle ("" if none)."""
+        now_ms = int(time.time() * 1000)
+        if due_ms > now_ms + self._settings.max_delay_ms:
+            raise V2Error(Code.ILLEGAL_DELIVERY_TIME, f"delivery time {due_ms} is more than "
+                                                      f"{self._settings.max_delay_ms} ms ahead")
+        m.properties[PROPERTY_TIMER_DELIVER_MS] = str(due_ms)
+        try:
+            due = timer_due_ms(m, self._broker.timer_policy, now_ms=now_ms)
+        except TimerNotEnabled as exc:
+            raise V2Error(Code.UNSUPPORTED, str(exc)) from None
+        except TimerMessageIllegal as exc:
+            raise V2Error(Code.ILLEGAL_DELIVERY_TIME, f"delivery time {due_ms}: {exc}") from None
+        if due is None:
+            return m, ""                                # due already: stored under its topic now
+        parked = park(m, due)
+        return parked, recall_handle(parked, self._broker.settings.broker_name) or ""
+
+    async def recall(self, req, context):
+        topic = req.topic.name
+        try:
+            tc = topic_config(self._broker, topic, create=False)
+            if _DELAY not in accepted_types(tc):
+                raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"topic {topic!r} takes no DELAY messages")
+            handle = self._recall_handle(req.recall_handle, topic)
+            refusal = self._broker.replication.write_refusal()      # a slave, or not the controller's master
+            if refusal is not None:
+                raise V2Error(Code.FORBIDDEN, refusal)
+            r = await self._broker.timer.recall(handle, born_host=peer_host(context))
+        except V2Error as exc:
+            return spb.RecallMessageResponse(status=exc.to_status())
+        except RecallRefused as exc:
+            return spb.RecallMessageResponse(status=status(_RECALL_CODES[exc.why], f"recall failed: {exc}"))
+        if r.physical_offset < 0:
+            return spb.RecallMessageResponse(status=status(_PUT_CODES.get(r.status, Code.INTERNAL_SERVER_ERROR),
+                                                           f"recall failed: {r.status} {r.error or ''}"))
+        self._broker.replication.notify()
+        return spb.RecallMessageResponse(status=status(), message_id=handle.uniq_key)
+
+    def _recall_handle(self, text: str, topic: str) -> RecallHandle:
+        try:
+            handle = RecallHandle.parse(text)
+        except ValueError as exc:
+            raise V2Error(Code.BAD_REQUEST, f"recall failed: {exc}") from None
+        if handle.topic != topic:
+            raise V2Error(Code.BAD_REQUEST, f"recall failed: the handle is for topic {handle.topic!r}, not {topic!r}")
+        if handle.broker_name != self._broker.settings.broker_name:
+            raise V2Error(Code.BAD_REQUEST, f"recall failed: the handle is for broker {handle.broker_name!r}")
+        if handle.due_ms - int(time.time() * 1000) >= self._broker.timer_policy.max_delay_ms:
+            raise V2Error(Code.BAD_REQUEST, "recall failed: the handle's timestamp is beyond timerMaxDelaySec")
+        return handle
 
     async def end_transaction(self, req, context):
         try:

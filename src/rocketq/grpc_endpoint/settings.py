@@ -1,4 +1,8 @@
-"""The endpoint's own limits, validated once (RocketMQ ``ProxyConfig`` names in comments)."""
+"""The endpoint's own limits, validated once (RocketMQ ``ProxyConfig`` names in comments).
+
+The timer's settings (``timerWheelEnable``, ``timerMaxDelaySec``, the bucket width) are the
+broker's (:class:`rocketq.broker.broker.BrokerSettings`): the timer runs with the endpoint off too.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +20,7 @@ class EndpointSettings:
     max_long_polling_ms: int = 30_000
     max_receive_batch: int = 32
     receive_batch_default: int = 32              # what settings tell push consumers
-    max_delay_ms: int = 40 * 24 * HOUR_MS        # a DELAY message's delivery time at most this far ahead
-    timer_bucket_ms: int = 10_000                # width of one timer bucket file
+    max_delay_ms: int = 40 * 24 * HOUR_MS        # maxDelayTimeMills: a DELAY message at most this far ahead
     settings_timeout_s: float = 30.0             # a Telemetry stream that sends no settings this long is closed
     session_expire_s: float = 120.0              # a client with no stream and no heartbeat this long is forgotten
     outbox_capacity: int = 256                   # commands queued for one client's Telemetry stream
@@ -30,5 +33,5 @@ class EndpointSettings:
         if not self.min_invisible_ms <= self.default_invisible_ms <= self.max_invisible_ms:
             raise ValueError(f"default invisible time {self.default_invisible_ms} ms is outside "
                              f"{self.min_invisible_ms}..{self.max_invisible_ms}")
-        if self.max_receive_batch < 1 or self.timer_bucket_ms < 100 or self.outbox_capacity < 1:
-            raise ValueError("max_receive_batch, timer_bucket_ms (>= 100) and outbox_capacity must be positive")
+        if self.max_receive_batch < 1 or self.outbox_capacity < 1 or self.max_delay_ms < 1:
+            raise ValueError("max_receive_batch, outbox_capacity and max_delay_ms must be positive")

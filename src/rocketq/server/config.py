@@ -68,6 +68,7 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "enableControllerMode": ("controller_mode", None), "controllerAddr": ("controller_addr", None),
     "controllerMasterRole": ("controller_master_role", None), "controllerLeaseEnable": ("controller_lease", None),
     "tls.enable": ("tls_enable", None), "tls.client.trustCertPath": ("tls_trust_cert_path", None),
+    "timerWheelEnable": ("timer_wheel_enable", None), "timerMaxDelaySec": ("timer_max_delay_sec", None),
 }
 # TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
 _TLS_KEYS = {"tlsMode": "mode", "tls.server.mode": "mode", "tls.server.certPath": "cert_path",
@@ -84,7 +85,7 @@ IGNORED_ROCKETMQ_KEYS = frozenset({
     "fetchNamesrvAddrByAddressServer", "osPageCacheBusyTimeOutMills", "flushConsumerOffsetInterval",
     "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInMemory", "longPollingEnable",
     "enablePropertyFilter", "isEnableBatchPush", "clusterTopicEnable", "brokerTopicEnable",
-    "duplicationEnable", "timerWheelEnable", "mappedFileSizeTimerLog",
+    "duplicationEnable", "mappedFileSizeTimerLog", "timerPrecisionMs",
 })
 
 

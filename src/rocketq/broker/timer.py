@@ -1,10 +1,12 @@
-"""Delivery at an arbitrary time: a time-bucketed log beside the store (DELAY messages of gRPC).
+"""Delivery at an arbitrary time: a time-bucketed log beside the store (RocketMQ's timer wheel).
 
+The broker owns one timer and runs it whenever it is master, with or without the gRPC endpoint.
 A message due later is stored in the commit log under ``rmq_sys_wheel_timer`` queue 0 (RocketMQ's
 timer topic) with its destination in ``REAL_TOPIC`` / ``REAL_QID`` and its due time in
-``TIMER_DELIVER_MS``.  The timer reads that queue in order ("ingest") and files each message under
-the bucket of its due time: ``<storePath>/timer/<bucket start ms, 20 digits>``, append-only,
-24-byte records, big-endian::
+``TIMER_OUT_MS`` (see :mod:`rocketq.broker.timer_messages` for which sends are parked; records
+with only ``TIMER_DELIVER_MS`` are read too).  The timer reads that queue in order ("ingest") and
+files each message under the bucket of its due time: ``<storePath>/timer/<bucket start ms, 20
+digits>``, append-only, 24-byte records, big-endian::
 
     off  size  field
       0     8  due time, ms since the epoch
@@ -21,11 +23,21 @@ bucket is read into the heap ``LOAD_CHUNK_ENTRIES`` at a time (it is loaded a bu
 and the checkpoint is written by a worker thread while deliveries go on.
 
 ``<storePath>/timer/checkpoint.json`` holds ``ingestOffset`` (timer-queue entries before it are in
-bucket files) and ``deliveredUntilMs`` (every message due before it was delivered), as they were when
-the write began; the bucket files written before then are fsynced before it is written, about once
-a second and at shutdown, and a bucket file is removed once
+bucket files), ``deliveredUntilMs`` (every message due before it was delivered) and ``recalled``
+(below), as they were when the write began; the bucket files written before then are fsynced
+before it is written, about once a second and at shutdown, and a bucket file is removed once
 all of it was delivered.  After a crash, messages due in the last second before the crash or
 ingested in it may be delivered twice (at-least-once), never lost; after a clean stop, exactly once.
+
+Recall: :meth:`Timer.recall` stores a marker (``TIMER_DEL_UNIQKEY`` = ``<topic>+<UNIQ_KEY>``) in
+the timer topic and keeps the key in a table; a due message whose key is in the table is dropped,
+never delivered.  The key counts from the moment the call begins (the delivery loop and the call
+share the event loop, so a message due later than the check cannot slip out before it), and the
+call returns only after a checkpoint holding the key is on disk, so a recall that was answered
+survives any crash.  Markers met while ingesting (written by another broker, or before a crash)
+enter the table too; markers are never filed in a bucket.  A key leaves the table once its due
+time is below the watermark and ingest has passed its marker (so the message, which was stored
+before its marker, was ingested and dropped).  At most ``MAX_PENDING_RECALLS`` keys are held.
 """
 
 from __future__ import annotations
@@ -41,14 +53,26 @@ import time
 import zlib
 from pathlib import Path
 
+from rocketq.broker.timer_messages import (
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_DELIVER_MS,
+    TIMER_TOPIC,
+    RecallHandle,
+    delete_key,
+    delete_key_of,
+    park,
+    parked_due_ms,
+    recall_marker,
+)
 from rocketq.common.aio import cancel_and_wait, wait_event
+from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
-from rocketq.grpc_endpoint.convert import PROPERTY_TIMER_DELIVER_MS
-from rocketq.store.results import GetStatus
+from rocketq.store.results import GetStatus, PutMessageResult
 
 log = logging.getLogger(__name__)
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"
+__all__ = ["TIMER_TOPIC", "RecallRefused", "Timer", "decode_entries", "encode_entry"]
+
 ENTRY = struct.Struct(">qqiI")
 INGEST_BATCH = 256
 INGEST_ROUNDS_PER_WAKE = 16      # then deliver and yield the loop before reading on (bounded pauses)
@@ -56,6 +80,7 @@ INGEST_BUDGET_S = 0.01           # ... or sooner, once a round took this long
 LOAD_CHUNK_ENTRIES = 2048        # bucket-file entries read into the heap per round (~3 ms)
 PERSIST_INTERVAL_S = 1.0
 MAX_SLEEP_S = 0.5
+MAX_PENDING_RECALLS = 100_000    # recalled keys held until their due time has passed
 _PROGRESS = (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)
 
 
@@ -78,6 +103,16 @@ def decode_entries(data: bytes, *, path: str) -> list[tuple[int, int, int]]:
     return out
 
 
+class RecallRefused(Exception):
+    """A recall the timer cannot take; ``why`` is ``"due"`` (the message is due already: delivered or
+    being delivered), ``"full"`` (MAX_PENDING_RECALLS pending) or ``"stopped"`` (the timer does not
+    run here: a slave)."""
+
+    def __init__(self, why: str, message: str):
+        super().__init__(message)
+        self.why = why
+
+
 class Timer:
     def __init__(self, store, root: Path, *, bucket_ms: int, clock=time.time):
         self._store = store
@@ -98,17 +133,50 @@ class Timer:
         self._load_pos = 0                # bytes of bucket _loaded_until already in the heap
         self._persisting: asyncio.Future | None = None
         self.delivered = 0
+        self.dropped_recalled = 0
         self._persist_lock = threading.Lock()
+        # delete key -> (due ms, timer-queue offset of its marker); see the module docstring
+        self._recalled: dict[str, tuple[int, int]] = {}
+        self._recalled_json: list | None = None       # the table as the checkpoint writes it (cached)
+        self._recalling: set[str] = set()     # recalls whose marker is being stored
+        self.running = False
 
     # -- sending side ------------------------------------------------------------------------------
 
     @staticmethod
     def wrap(msg):
         """*msg* (with TIMER_DELIVER_MS set) as parked in the timer topic."""
-        msg.properties[PROPERTY_REAL_TOPIC] = msg.topic
-        msg.properties[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-        msg.topic, msg.queue_id = TIMER_TOPIC, 0
-        return msg
+        return park(msg, int(msg.properties[PROPERTY_TIMER_DELIVER_MS]))
+
+    async def recall(self, handle: RecallHandle, *, born_host: HostAddress) -> PutMessageResult:
+        """Make sure the message *handle* names is never delivered (see the module docstring).
+
+        Raises :class:`RecallRefused` when it is due already, too many recalls are pending or the timer
+        is not running; returns the marker's put result (a failed put recalls nothing); raises OSError
+        when the checkpoint that makes the recall durable could not be written."""
+        key = delete_key(handle.topic, handle.uniq_key)
+        now = self._now_ms()
+        if not self.running:
+            raise RecallRefused("stopped", "the timer does not run here (a slave delivers no timer messages)")
+        if handle.due_ms <= now:
+            raise RecallRefused("due", f"the message was due at {handle.due_ms}, {now - handle.due_ms} ms ago: "
+                                       "delivered already, or being delivered")
+        if key not in self._recalled and len(self._recalled) + len(self._recalling) >= MAX_PENDING_RECALLS:
+            raise RecallRefused("full", f"{MAX_PENDING_RECALLS} recalls are pending already")
+        self._recalling.add(key)                  # counts from now on: nothing awaited since the check
+        try:
+            r = await self._store.put_message_async(recall_marker(handle, born_host=born_host, now_ms=now))
+            if r.physical_offset >= 0 and key not in self._recalled:
+                self._remember_recall(key, handle.due_ms, r.queue_offset)
+        finally:
+            self._recalling.discard(key)
+        if r.physical_offset >= 0:
+            await self._persist_now()
+        return r
+
+    @property
+    def pending_recalls(self) -> int:
+        return len(self._recalled)
 
     def on_arrival(self, topic: str, _qid: int, _next: int) -> None:
         if topic == TIMER_TOPIC:
@@ -123,14 +191,20 @@ class Timer:
             data = json.loads(cp.read_text())
             self.ingest_offset = int(data["ingestOffset"])
             self.watermark_ms = int(data["deliveredUntilMs"])
+            self._recalled = {str(k): (int(due), int(qoff)) for k, due, qoff in data.get("recalled", ())}
         else:
             self.ingest_offset = self._store.min_offset(TIMER_TOPIC, 0)
             self.watermark_ms = self._now_ms()
         self._files = {int(p.name) for p in self._root.iterdir() if p.name.isdigit()}
         self._loaded_until = self._bucket(self.watermark_ms)
         self._task = asyncio.create_task(self._run())
+        self.running = True
 
     async def close(self) -> None:
+        """Stop and write the checkpoint; nothing happens for a timer that was never started."""
+        if not self.running:
+            return
+        self.running = False
         await cancel_and_wait(self._task)
         if self._persisting is not None:
             await asyncio.gather(self._persisting, return_exceptions=True)
@@ -148,6 +222,7 @@ class Timer:
                 await self._deliver_due(self._now_ms())
                 if time.monotonic() - self._last_persist >= PERSIST_INTERVAL_S and (
                         self._persisting is None or self._persisting.done()):
+                    self._forget_recalls()
                     self._persist_in_background()
             except asyncio.CancelledError:
                 raise
@@ -176,7 +251,12 @@ class Timer:
                 continue
             by_bucket: dict[int, list[bytes]] = {}
             for m in res.messages:
-                due = int(m.properties.get(PROPERTY_TIMER_DELIVER_MS, "0") or 0)
+                due = parked_due_ms(m.properties)
+                marker = m.properties.get(PROPERTY_TIMER_DEL_UNIQKEY)
+                if marker is not None:
+                    if marker not in self._recalled:
+                        self._remember_recall(marker, due, m.queue_offset)
+                    continue                            # a marker is never filed nor delivered
                 if due >= self.watermark_ms:
                     by_bucket.setdefault(self._bucket(due), []).append(encode_entry(due, m.physical_offset,
                                                                                     m.total_size))
@@ -248,11 +328,29 @@ class Timer:
             self._dirty.discard(start)
             (self._root / f"{start:020d}").unlink(missing_ok=True)
 
+    def _remember_recall(self, key: str, due_ms: int, marker_at: int) -> None:
+        self._recalled[key] = (due_ms, marker_at)
+        self._recalled_json = None
+
+    def _forget_recalls(self) -> None:
+        """Drop the keys whose message was dropped for sure: due below the watermark, marker ingested
+        (once a second, before the checkpoint: a scan of the whole table)."""
+        done = [k for k, (due, marker_at) in self._recalled.items()
+                if due < self.watermark_ms and marker_at < self.ingest_offset]
+        for k in done:
+            del self._recalled[k]
+        if done:
+            self._recalled_json = None
+
     async def _deliver(self, phy: int, size: int) -> bool:
         m = self._store.read_message(phy, size)
         if m is None:
             log.warning("timer entry at commit-log offset %d is gone (expired with its segment); skipped", phy)
             return True
+        key = delete_key_of(m.properties)
+        if key is not None and (key in self._recalled or key in self._recalling):
+            self.dropped_recalled += 1
+            return True                                 # recalled: never delivered
         props = dict(m.properties)
         topic = props.pop(PROPERTY_REAL_TOPIC, None)
         qid = int(props.pop(PROPERTY_REAL_QUEUE_ID, "0") or 0)
@@ -269,12 +367,21 @@ class Timer:
         """Fsync the bucket files written so far and write the checkpoint (blocking; at shutdown)."""
         self._write_checkpoint(*self._snapshot())
 
-    def _snapshot(self) -> tuple[int, int, list[int]]:
+    def _snapshot(self) -> tuple[int, int, list[int], list]:
         """The checkpoint as of now and the bucket files to fsync first (on the loop thread)."""
         dirty = list(self._dirty)
         self._dirty.clear()
         self._last_persist = time.monotonic()
-        return self.ingest_offset, self.watermark_ms, dirty
+        if self._recalled_json is None:
+            self._recalled_json = [[k, due, marker_at] for k, (due, marker_at) in self._recalled.items()]
+        return self.ingest_offset, self.watermark_ms, dirty, self._recalled_json
+
+    async def _persist_now(self) -> None:
+        """Write a checkpoint of the state as of now, after any write under way; raises its error."""
+        while self._persisting is not None and not self._persisting.done():
+            await asyncio.gather(self._persisting, return_exceptions=True)
+        self._persist_in_background()
+        await self._persisting
 
     def _persist_in_background(self) -> None:
         snapshot = self._snapshot()
@@ -286,7 +393,7 @@ class Timer:
                 log.error("writing the timer checkpoint failed: %s", fut.exception())
         self._persisting.add_done_callback(done)
 
-    def _write_checkpoint(self, ingest_offset: int, watermark_ms: int, dirty: list[int]) -> None:
+    def _write_checkpoint(self, ingest_offset: int, watermark_ms: int, dirty: list[int], recalled: list) -> None:
         with self._persist_lock:
             for start in dirty:
                 try:
@@ -298,7 +405,10 @@ class Timer:
                 finally:
                     os.close(fd)
             tmp = self._root / "checkpoint.json.tmp"
-            tmp.write_text(json.dumps({"ingestOffset": ingest_offset, "deliveredUntilMs": watermark_ms}))
+            tmp.write_text(json.dumps({"ingestOffset": ingest_offset, "deliveredUntilMs": watermark_ms,
+                                       "recalled": recalled}))
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
             os.replace(tmp, self._root / "checkpoint.json")
 
     @property
