@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketq.broker import admin
+from rocketq.broker import admin, queries
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
 from rocketq.broker.flow_control import FlowControl
@@ -136,19 +136,12 @@ class Broker:
         self._handlers = {
             RequestCode.SEND_MESSAGE: self._send, RequestCode.SEND_MESSAGE_V2: self._send,
             RequestCode.SEND_BATCH_MESSAGE: self._send_batch,
-            RequestCode.QUERY_CONSUMER_OFFSET: self._query_offset,
-            RequestCode.UPDATE_CONSUMER_OFFSET: self._update_offset,
-            RequestCode.GET_MAX_OFFSET: self._max_offset, RequestCode.GET_MIN_OFFSET: self._min_offset,
-            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self._search_offset,
-            RequestCode.GET_EARLIEST_MSG_STORETIME: self._earliest_time,
-            RequestCode.VIEW_MESSAGE_BY_ID: self._view_message,
             RequestCode.HEART_BEAT: self._heartbeat, RequestCode.UNREGISTER_CLIENT: self._unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
             RequestCode.CONSUMER_SEND_MSG_BACK: lambda conn, cmd: consumer_send_back(self, conn, cmd),
-            RequestCode.QUERY_MESSAGE: self._query_message,
             RequestCode.LOCK_BATCH_MQ: self._lock_batch, RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
-            **admin.handlers(self),
+            **admin.handlers(self), **queries.handlers(self),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()
@@ -382,37 +375,6 @@ class Broker:
         return RemotingCommand.create_response(cmd, code, None, {
             "msgId": ",".join(rs.msg_ids), "queueId": first.queue_id, "queueOffset": first.queue_offset})
 
-    # -- offsets -----------------------------------------------------------------------------
-
-    async def _query_offset(self, conn, cmd):
-        group, topic, qid = cmd.get_str("consumerGroup"), cmd.get_str("topic"), cmd.get_int("queueId")
-        offset = self.offsets.query(group, topic, qid)
-        if offset >= 0:
-            return _ok(cmd, {"offset": offset})
-        if cmd.get_bool("setZeroIfNotFound", True) and self.store.min_offset(topic, qid) <= 0:
-            return _ok(cmd, {"offset": 0})         # a young queue: a new group starts at the beginning
-        return RemotingCommand.create_response(cmd, ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group "
-                                               "consumer boot first")
-
-    async def _update_offset(self, conn, cmd):
-        self.offsets.commit(cmd.get_str("consumerGroup"), cmd.get_str("topic"), cmd.get_int("queueId"),
-                            cmd.get_int("commitOffset"))
-        return _ok(cmd)
-
-    async def _max_offset(self, conn, cmd):
-        return _ok(cmd, {"offset": self.store.max_offset(cmd.get_str("topic"), cmd.get_int("queueId"))})
-
-    async def _min_offset(self, conn, cmd):
-        return _ok(cmd, {"offset": self.store.min_offset(cmd.get_str("topic"), cmd.get_int("queueId"))})
-
-    async def _search_offset(self, conn, cmd):
-        upper = cmd.get_str("boundaryType", "LOWER").upper() == "UPPER"
-        return _ok(cmd, {"offset": self.store.search_offset_by_time(cmd.get_str("topic"), cmd.get_int("queueId"),
-                                                                    cmd.get_int("timestamp"), upper=upper)})
-
-    async def _earliest_time(self, conn, cmd):
-        return _ok(cmd, {"timestamp": self.store.earliest_store_time(cmd.get_str("topic"), cmd.get_int("queueId"))})
-
     # -- clients -----------------------------------------------------------------------------
 
     async def _heartbeat(self, conn, cmd):
@@ -447,19 +409,7 @@ class Broker:
                                                       {"consumerGroup": group}, oneway=True)
                 asyncio.ensure_future(_quietly(conn.send_oneway(note)))
 
-    # -- queries and locks --------------------------------------------------------------------
-
-    async def _query_message(self, conn, cmd):
-        topic, key = cmd.get_str("topic"), cmd.get_str("key")
-        found = self.store.query_by_key(topic, key, max(1, min(cmd.get_int("maxNum", 32), 64)),
-                                        cmd.get_int("beginTimestamp", 0), cmd.get_int("endTimestamp", 2 ** 62))
-        if not found:
-            return RemotingCommand.create_response(cmd, ResponseCode.QUERY_NOT_FOUND,
-                                                   "can not find message, maybe time range not correct")
-        last = self.store.index.query(topic, key, 1, 0, 2 ** 62) if self.store.index else None
-        return _ok(cmd, {"indexLastUpdateTimestamp": last.last_update_timestamp if last else 0,
-                         "indexLastUpdatePhyoffset": last.last_update_phy_offset if last else 0},
-                   b"".join(m.raw for m in found))
+    # -- locks --------------------------------------------------------------------
 
     async def _lock_batch(self, conn, cmd):
         req = json.loads(cmd.body or b"{}")
@@ -473,13 +423,6 @@ class Broker:
         queues = [(q["topic"], q["brokerName"], int(q["queueId"])) for q in req.get("mqSet") or ()]
         self.locks.unlock(req.get("consumerGroup", ""), req.get("clientId", ""), queues)
         return _ok(cmd)
-
-    async def _view_message(self, conn, cmd):
-        m = self.store.read_message(cmd.get_int("offset"))
-        if m is None:
-            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR,
-                                                   f"can not find message by the offset {cmd.get_int('offset')}")
-        return _ok(cmd, body=m.raw)
 
 
 async def _quietly(coro) -> None:
