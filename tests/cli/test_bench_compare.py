@@ -1,6 +1,9 @@
-"""`rocketq bench compare --quick`: runs rocketq and whichever peers are installed, writes the report."""
+"""`rocketq bench compare --quick`: runs rocketq (both protocols) and whichever peers are installed,
+checks every durability mode by counting sync calls (or says why it could not), writes the report."""
 
 import json
+
+from rocketq.bench import official_client
 
 
 def test_compare_quick_writes_report_json_and_charts(invoke, tmp_path):
@@ -10,6 +13,15 @@ def test_compare_quick_writes_report_json_and_charts(invoke, tmp_path):
     results = json.loads((out / "results.json").read_text())
     systems = {c["system"] for c in results["cells"]}
     assert "rocketq (remoting)" in systems
+    if official_client.available() is None:
+        assert "rocketq (gRPC)" in systems
+        assert {("rocketq (gRPC)", "sync64")} <= {(c["system"], c["scenario"]) for c in results["cells"]}
+    for name in results["systems"]:                    # every mode of every system run: measured or why not
+        for mode, check in results["durability_check"][name].items():
+            assert "syncs_per_ack" in check or check["not_measured"], (name, mode, check)
+    sync_check = results["durability_check"]["rocketq (remoting)"]["sync"]
+    assert sync_check.get("syncs_every_ack", True), "SYNC_FLUSH acknowledged sends without a sync each"
     report = (out / "report.md").read_text()
     assert "rocketq / best peer" in report and "Durability per system" in report
+    assert "sync calls per ack (measured)" in report
     assert (out / "throughput.png").stat().st_size > 1000 and (out / "latency_cdf.png").stat().st_size > 1000

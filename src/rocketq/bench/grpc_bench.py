@@ -4,8 +4,8 @@ the same run, 1 KiB messages
 * sent one at a time, and 256 at a time in flight (``send_async``), by the official RocketMQ 5 Python
   client over gRPC, and received + acked with its SimpleConsumer: the next ``receive_async`` is in
   flight while the previous batch is acked, each message with the client's blocking ``ack`` on a
-  pool of ``ACK_THREADS`` threads (the 5.1.2 client's ``ack_async`` hands back no future to wait
-  on), and the clock stops when the last ack has answered;
+  pool of threads, and the clock stops when the last ack has answered (how the client is driven
+  lives in :mod:`rocketq.bench.official_client`, shared with ``rocketq bench compare``);
 * sent one at a time and 256 in flight by rocketq's own client over the remoting protocol, and read
   + committed with its LitePullConsumer (background pulls), the clock stopping after the commit;
 
@@ -18,63 +18,27 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from rocketq.bench import official_client as oc
 from rocketq.bench.broker_bench import ServeProcess, _run, _sends
-
-ASYNC_WINDOW = 256
-ACK_THREADS = 16
-RECEIVE_BATCH = 32
 
 
 def _grpc_rates(endpoint: str, topic: str, n: int, body: bytes) -> dict[str, float]:
-    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
-    cfg = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
-
-    def msg():
-        m = Message()
-        m.topic, m.body = topic, body
-        return m
-    p = Producer(cfg, (topic,))
-    p.startup()
+    p = oc.started_producer(endpoint, topic)             # one send made: the route is warm
     try:
-        p.send(msg())
+        sync = n / sum(oc.send_each(p, topic, body, n))
         t0 = time.perf_counter()
-        for _ in range(n):
-            p.send(msg())
-        sync = n / (time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        for start in range(0, n, ASYNC_WINDOW):          # with thousands in flight grpc cancels calls
-            futures = [p.send_async(msg()) for _ in range(min(ASYNC_WINDOW, n - start))]
-            for f in futures:
-                f.result(timeout=60)
+        oc.send_windowed(p, topic, body, n, oc.ASYNC_WINDOW)
         async_rate = n / (time.perf_counter() - t0)
     finally:
         p.shutdown()
-    c = SimpleConsumer(cfg, f"GBENCH{time.monotonic_ns()}", {topic: FilterExpression("*")}, await_duration=2)
-    c.startup()
+    c = oc.started_consumer(endpoint, f"GBENCH{time.monotonic_ns()}", topic)
     try:
-        receive = _receive_and_ack(c, 2 * n + 1)
+        got, secs = oc.receive_and_ack(c, 2 * n + 1)
     finally:
         c.shutdown()
-    return {"sync send": sync, "async send": async_rate, "receive + ack": receive}
-
-
-def _receive_and_ack(c, total: int) -> float:
-    """Messages per second received and acked: one receive in flight while the last batch is acked."""
-    with ThreadPoolExecutor(ACK_THREADS) as pool:
-        got, acks, t0 = 0, [], time.perf_counter()
-        deadline = time.monotonic() + 120
-        nxt = c.receive_async(RECEIVE_BATCH, 30)
-        while nxt is not None:
-            msgs = nxt.result(timeout=60)
-            got += len(msgs)
-            nxt = c.receive_async(RECEIVE_BATCH, 30) if got < total and time.monotonic() < deadline else None
-            acks += [pool.submit(c.ack, m) for m in msgs]
-        for f in acks:
-            f.result(timeout=60)                 # an ack that failed fails the bench
-        return got / (time.perf_counter() - t0)
+    return {"sync send": sync, "async send": async_rate, "receive + ack": got / secs}
 
 
 async def _remoting_rates(namesrv: str, topic: str, n: int, body: bytes) -> dict[str, float]:

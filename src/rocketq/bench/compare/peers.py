@@ -7,11 +7,16 @@ Every system implements the same five measurements (:class:`System`):
 * ``produce_fast``  - the best batching / pipelining the client offers (count, seconds);
 * ``consume``       - read a backlog with acknowledgements / offset commits (count, seconds);
 * ``end_to_end``    - messages sent at a fixed rate, latency to a waiting consumer;
-* ``produce_sync``  - 64 concurrent producers with a durability mode that fsyncs before the ack.
+* ``produce_sync``  - 64 concurrent producers with a durability mode that fsyncs before the ack;
 
-Durability per mode (what an acknowledgement means), stated in the report:
+and ``fill`` (how the backlog is written; the batched produce unless a system says otherwise).
+A system whose client cannot keep up with a scenario's full size says so with ``caps`` (most
+messages per scenario) and ``max_e2e_rate``; the report prints its ``notes``.
 
-* rocketq ASYNC_FLUSH: in the page cache, flushed every 500 ms; SYNC_FLUSH: fsync'ed (group commit).
+Durability per mode (what an acknowledgement means), stated in the report and checked by counting
+the server's sync calls (:mod:`.fsync_check`):
+
+* rocketq ASYNC_FLUSH: in the page cache, flushed every 500 ms; SYNC_FLUSH: fdatasync'ed (group commit).
 * Redis ``appendfsync everysec``: in the AOF buffer, fsync'ed every second; ``always``: the AOF is
   fsync'ed before the reply (Redis batches the fsync per event-loop iteration).
 * NATS JetStream 2.9 (file storage): written to the OS, not fsync'ed per message (nats-server 2.9
@@ -49,6 +54,9 @@ def _wait_port(port: int, timeout_s: float = 60.0) -> None:
 class System:
     name = "?"
     durability = {"async": "?", "sync": None}
+    caps: dict[str, int] = {}              # scenario ("fast", "consume", "sync64") -> most messages
+    max_e2e_rate: int | None = None        # fastest fixed rate the end-to-end scenario is run at
+    notes = ""                             # how the client is driven, when the report must say it
 
     def __init__(self, root: Path, sync: bool = False):
         self.root, self.sync = root, sync
@@ -74,6 +82,20 @@ class System:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def pids(self) -> list[int]:
+        """The server's process and all its descendants (what the sync count attaches to)."""
+        import psutil
+        root = psutil.Process(self.pid)
+        return [root.pid] + [c.pid for c in root.children(recursive=True)]
+
+    @classmethod
+    def count(cls, scenario: str, n: int) -> int:
+        return min(n, cls.caps.get(scenario, n))
+
+    async def fill(self, n: int, body: bytes) -> None:
+        """Write *n* more messages to the backlog ``consume`` reads."""
+        await self.produce_fast(n, body)
 
     async def produce_one(self, n: int, body: bytes) -> list[float]:
         raise NotImplementedError
@@ -111,6 +133,13 @@ async def paced(rate: int, seconds: float, send) -> None:
             _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
     if pending:
         await asyncio.gather(*pending)
+
+
+async def settle(lat: list, expected: int, timeout_s: float = 30.0) -> None:
+    """Wait until *expected* latencies arrived (or *timeout_s* passed: the rest were lost or late)."""
+    deadline = time.monotonic() + timeout_s
+    while len(lat) < expected and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
 
 
 async def timed_each(n: int, call) -> list[float]:

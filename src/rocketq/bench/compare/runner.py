@@ -1,6 +1,10 @@
 """Runs every scenario for every available system, ``runs`` times, interleaved (A B C A B C ...), and
 writes ``report.md``, ``results.json`` and PNG charts into ``bench-results/<timestamp>/``.
 
+First, untimed, every system's durability modes are checked by counting the server's sync calls
+(:mod:`.fsync_check`); only modes measured to sync before every acknowledgement (or, where strace
+is missing, documented to) take part in the sync-durability scenario.
+
 Before each latency scenario the machine is warmed: the system is driven for a second first (one
 message per round trip on an idle VM is dominated by waking an idle vCPU, so the first second is
 thrown away).  CPU seconds and peak RSS of the broker process are taken with psutil around the
@@ -18,12 +22,16 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rocketq.bench.compare.fsync_check import check_durability, syncs_before_ack
 from rocketq.bench.compare.systems import SYSTEMS
 
 SIZES = (128, 1024)
+WARMUP_SENDS = 500                  # one-at-a-time sends before the timed ones, thrown away
+VERIFY_N = 2000                     # acknowledged sends per durability check (untimed)
+PERCENTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
 
 
 @dataclass
@@ -82,76 +90,122 @@ class _Sampler:
         self.cpu_s = self.cpu() - self.cpu0
 
 
-def run_compare(*, runs: int = 3, one_n: int = 5000, fast_n: int = 200_000, backlog: int = 1_000_000,
-                e2e_rate: int = 5000, e2e_seconds: float = 5.0, sync_n: int = 20_000, out_dir: Path | None = None,
-                progress: Callable[[str], None] = lambda s: None) -> dict:
+@dataclass(frozen=True)
+class Plan:
+    """Message counts and rates of one comparison (a system's ``caps`` may lower its counts)."""
+    one_n: int = 5000
+    fast_n: int = 200_000
+    backlog: int = 1_000_000
+    e2e_rate: int = 5000
+    e2e_low_rate: int = 500            # a second end-to-end row every system can carry (the gRPC client)
+    e2e_seconds: float = 5.0
+    sync_n: int = 20_000
+    verify_n: int = VERIFY_N           # acknowledged sends per durability check
+
+    def e2e_rates(self) -> list[tuple[str, int]]:
+        low = [("e2e_low", self.e2e_low_rate)] if self.e2e_low_rate and self.e2e_low_rate < self.e2e_rate else []
+        return [("e2e", self.e2e_rate)] + low
+
+
+class Cells:
+    """Every measured value, by (system, size, scenario, metric), one per run."""
+
+    def __init__(self):
+        self.cells: dict[tuple, Cell] = {}
+        self.cdfs: dict[str, list[float]] = {}   # produce-one latencies (ms) of the last run, for the charts
+
+    def add(self, system: str, size: int, scenario: str, metric: str, value: float) -> None:
+        self.cells.setdefault((system, size, scenario, metric), Cell()).values.append(value)
+
+    def add_latencies(self, system: str, size: int, scenario: str, lat: list[float], labels=("p50", "p99")) -> None:
+        for label in labels:
+            self.add(system, size, scenario, label, _pct(lat, PERCENTILES[label]))
+
+    def to_list(self) -> list[dict]:
+        return [{"system": k[0], "size": k[1], "scenario": k[2], "metric": k[3], "min_median_max": c.mmm()}
+                for k, c in self.cells.items()]
+
+
+def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callable[[str], None] = lambda s: None,
+                verify_n: int | None = None, **counts) -> dict:
+    """Keyword arguments other than these are :class:`Plan` fields; ``verify_n`` defaults to
+    ``VERIFY_N`` or ``one_n``, whichever is smaller (so a quick run checks durability quickly)."""
+    plan = Plan(**counts, verify_n=verify_n or min(VERIFY_N, counts.get("one_n", Plan.one_n)))
     systems = [s for s in SYSTEMS if s.available() is None]
     skipped = {s.name: s.available() for s in SYSTEMS if s.available() is not None}
-    cells: dict[tuple, Cell] = {}
-    cdfs: dict[str, list[float]] = {}            # produce-one latencies (ms) of the last run, for the charts
-
-    def cell(*key) -> Cell:
-        return cells.setdefault(key, Cell())
+    cells = Cells()
     with tempfile.TemporaryDirectory() as tmp:
+        checks = check_durability(systems, Path(tmp), n=plan.verify_n, body=b"v" * 1024, run=_run, progress=progress)
+        sync_systems = [cls for cls in systems if cls.durability.get("sync") and syncs_before_ack(
+            checks[cls.name].get("sync"), documented=True)]
         for run in range(runs):
             for size in SIZES:
-                body = b"m" * size
                 for cls in systems:                                  # interleaved: A B C A B C
-                    progress(f"run {run + 1}/{runs}, {size} B: {cls.name}")
-                    root = Path(tmp) / f"{cls.__name__}-{run}-{size}"
-                    root.mkdir()
-                    sys_ = cls(root)
-                    sys_.start()
-                    try:
-                        _run(sys_.produce_one(500, body))             # warm-up, thrown away
-                        lat = _run(sys_.produce_one(one_n, body))
-                        cdfs[f"{cls.name} {size} B"] = sorted(x * 1000 for x in lat)[::max(1, len(lat) // 500)]
-                        cell(cls.name, size, "one", "msgs/s").values.append(len(lat) / sum(lat))
-                        for q, label in ((0.5, "p50"), (0.99, "p99"), (0.999, "p999")):
-                            cell(cls.name, size, "one", label).values.append(_pct(lat, q))
-                        with _Sampler(sys_.pid) as sampler:
-                            n, secs = _run(sys_.produce_fast(fast_n, body))
-                        cell(cls.name, size, "fast", "msgs/s").values.append(n / secs)
-                        cell(cls.name, size, "fast", "MB/s").values.append(n * size / secs / 1e6)
-                        cell(cls.name, size, "fast", "cpu s / M msgs").values.append(sampler.cpu_s * 1e6 / n)
-                        cell(cls.name, size, "fast", "peak RSS MB").values.append(sampler.peak / 1e6)
-                        remaining = max(0, backlog - n)
-                        if remaining:
-                            _run(sys_.produce_fast(remaining, body))
-                        got, secs = _run(sys_.consume(backlog))
-                        cell(cls.name, size, "consume", "msgs/s").values.append(got / secs if secs else 0)
-                        lat = _run(sys_.end_to_end(e2e_rate, e2e_seconds, size))
-                        cell(cls.name, size, "e2e", "p50").values.append(_pct(lat, 0.5))
-                        cell(cls.name, size, "e2e", "p99").values.append(_pct(lat, 0.99))
-                    finally:
-                        sys_.stop()
-                        shutil.rmtree(root, ignore_errors=True)      # a 1 M backlog is gigabytes per system
-                    if cls.durability.get("sync"):
-                        progress(f"run {run + 1}/{runs}, {size} B: {cls.name} (sync durability)")
-                        sroot = Path(tmp) / f"{cls.__name__}-{run}-{size}-sync"
-                        sroot.mkdir()
-                        ssys = cls(sroot, sync=True)
-                        ssys.start()
-                        try:
-                            t0 = time.perf_counter()
-                            lat = _run(ssys.produce_sync(sync_n, body))
-                            cell(cls.name, size, "sync64", "msgs/s").values.append(len(lat) / (time.perf_counter() - t0))
-                            cell(cls.name, size, "sync64", "p99").values.append(_pct(lat, 0.99))
-                        finally:
-                            ssys.stop()
-                            shutil.rmtree(sroot, ignore_errors=True)
-    results = {"machine": _machine(), "runs": runs, "skipped": skipped,
-               "durability": {s.name: s.durability for s in systems},
-               "settings": {"one_n": one_n, "fast_n": fast_n, "backlog": backlog, "e2e_rate": e2e_rate,
-                            "e2e_seconds": e2e_seconds, "sync_n": sync_n},
-               "cells": [{"system": k[0], "size": k[1], "scenario": k[2], "metric": k[3], "min_median_max": c.mmm()}
-                         for k, c in cells.items()], "latency_samples_ms": cdfs}
+                    label = f"run {run + 1}/{runs}, {size} B: {cls.name}"
+                    progress(label)
+                    _in_own_dir(Path(tmp) / f"{cls.__name__}-{run}-{size}", cls, False,
+                                lambda s: _timed_async(s, size, plan, cells))
+                    if cls in sync_systems:
+                        progress(f"{label} (sync durability)")
+                        _in_own_dir(Path(tmp) / f"{cls.__name__}-{run}-{size}-sync", cls, True,
+                                    lambda s: _timed_sync(s, size, plan, cells))
+    results = {"machine": _machine(), "runs": runs, "skipped": skipped, "systems": [s.name for s in systems],
+               "durability": {s.name: s.durability for s in systems}, "durability_check": checks,
+               "sync_scenario": [s.name for s in sync_systems],
+               "notes": {s.name: s.notes for s in systems if s.notes},
+               "settings": asdict(plan),
+               "caps": {s.name: s.caps for s in systems if s.caps},
+               "cells": cells.to_list(), "latency_samples_ms": cells.cdfs}
     out = Path(out_dir) if out_dir else Path("bench-results") / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     from rocketq.bench.compare.report import write_report
     write_report(results, out)
     return results
+
+
+def _in_own_dir(root: Path, cls, sync: bool, work) -> None:
+    """Start *cls* in *root*, do *work* with it, stop it and delete its data (a 1 M backlog is
+    gigabytes per system)."""
+    root.mkdir()
+    system = cls(root, sync=sync)
+    system.start()
+    try:
+        work(system)
+    finally:
+        system.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _timed_async(system, size: int, plan: Plan, cells: Cells) -> None:
+    """Every scenario but the sync one, on a system in its async (default) durability mode."""
+    name, body = system.name, b"m" * size
+    _run(system.produce_one(WARMUP_SENDS, body))                   # warm-up, thrown away
+    lat = _run(system.produce_one(plan.one_n, body))
+    cells.cdfs[f"{name} {size} B"] = sorted(x * 1000 for x in lat)[::max(1, len(lat) // 500)]
+    cells.add(name, size, "one", "msgs/s", len(lat) / sum(lat))
+    cells.add_latencies(name, size, "one", lat, ("p50", "p99", "p999"))
+    with _Sampler(system.pid) as sampler:
+        n, secs = _run(system.produce_fast(system.count("fast", plan.fast_n), body))
+    cells.add(name, size, "fast", "msgs/s", n / secs)
+    cells.add(name, size, "fast", "MB/s", n * size / secs / 1e6)
+    cells.add(name, size, "fast", "cpu s / M msgs", sampler.cpu_s * 1e6 / n)
+    cells.add(name, size, "fast", "peak RSS MB", sampler.peak / 1e6)
+    if plan.backlog > n:
+        _run(system.fill(plan.backlog - n, body))
+    got, secs = _run(system.consume(system.count("consume", plan.backlog)))
+    cells.add(name, size, "consume", "msgs/s", got / secs if secs else 0)
+    for scenario, rate in plan.e2e_rates():
+        if system.max_e2e_rate is None or rate <= system.max_e2e_rate:
+            cells.add_latencies(name, size, scenario, _run(system.end_to_end(rate, plan.e2e_seconds, size)))
+
+
+def _timed_sync(system, size: int, plan: Plan, cells: Cells) -> None:
+    """64 concurrent producers on a system in its sync durability mode."""
+    t0 = time.perf_counter()
+    lat = _run(system.produce_sync(system.count("sync64", plan.sync_n), b"m" * size))
+    cells.add(system.name, size, "sync64", "msgs/s", len(lat) / (time.perf_counter() - t0))
+    cells.add_latencies(system.name, size, "sync64", lat, ("p99",))
 
 
 def _machine() -> dict:

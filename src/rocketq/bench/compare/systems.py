@@ -1,4 +1,5 @@
-"""rocketq, Redis Streams and NATS JetStream as :class:`System` implementations."""
+"""Redis Streams and NATS JetStream as :class:`System` implementations, and ``SYSTEMS``: every system
+compared, in the order the report lists them (rocketq's protocols first)."""
 
 from __future__ import annotations
 
@@ -12,99 +13,12 @@ from rocketq.bench.compare.peers import (
     concurrent_timed,
     free_port,
     paced,
+    settle,
     stamp_of,
     stamped,
     timed_each,
     which,
 )
-
-
-class Rocketq(System):
-    name = "rocketq (remoting)"
-    durability = {"async": "ASYNC_FLUSH: page cache, flushed every 500 ms",
-                  "sync": "SYNC_FLUSH: fsync (group commit) before the ack"}
-
-    def start(self) -> None:
-        from rocketq.bench.broker_bench import ServeProcess
-        self._serve = ServeProcess(self.root, *(["--flush-disk-type", "SYNC_FLUSH"] if self.sync else [])).__enter__()
-        self.proc, self.namesrv = self._serve.proc, self._serve.namesrv
-        self._topic = f"T{time.monotonic_ns()}"
-
-    def stop(self) -> None:
-        self._serve.__exit__(None, None, None)
-
-    def _producer(self):
-        from rocketq.client import Producer
-        return Producer("CMP", self.namesrv)
-
-    async def produce_one(self, n, body):
-        from rocketq.client import Message
-        async with self._producer() as p:
-            await p.send(Message(self._topic, body))
-            return await timed_each(n, lambda: p.send(Message(self._topic, body)))
-
-    async def produce_fast(self, n, body):
-        from rocketq.client import Message
-        batch = 256 if len(body) <= 256 else 64
-        async with self._producer() as p:
-            sem = asyncio.Semaphore(8)
-
-            async def one():
-                async with sem:
-                    await p.send_batch([Message(self._topic, body) for _ in range(batch)])
-            t0 = time.perf_counter()
-            await asyncio.gather(*(one() for _ in range(n // batch)))
-            return n // batch * batch, time.perf_counter() - t0
-
-    async def consume(self, n):
-        from rocketq.client import ConsumeFrom, LitePullConsumer
-        c = LitePullConsumer(f"CMP{time.monotonic_ns()}", self.namesrv, consume_from=ConsumeFrom.FIRST,
-                             pull_batch_size=256, buffer_batches=256)
-        c.subscribe(self._topic)
-        await c.start()
-        got, t0 = 0, time.perf_counter()
-        last = t0
-        while got < n:
-            msgs = await c.poll(2.0, 8192)
-            if not msgs:
-                break
-            got += len(msgs)
-            last = time.perf_counter()
-        await c.commit()
-        await c.shutdown()
-        return got, last - t0
-
-    async def end_to_end(self, rate, seconds, size):
-        from rocketq.client import ConsumeFrom, Message, PushConsumer
-        lat: list[float] = []
-        topic = self._topic + "E"
-
-        async def listener(msgs):
-            now = time.perf_counter()
-            lat.extend(now - stamp_of(m.body) for m in msgs)
-        c = PushConsumer(f"CMPE{time.monotonic_ns()}", self.namesrv, listener=listener, consume_from=ConsumeFrom.LAST)
-        c.subscribe(topic)
-        async with self._producer() as p:
-            await p.send(Message(topic, stamped(size)))
-            await c.start()
-            await asyncio.sleep(1.0)
-            lat.clear()
-            await paced(rate, seconds, lambda: p.send(Message(topic, stamped(size))))
-            await _settle(lat, int(rate * seconds))
-        await c.shutdown()
-        return lat
-
-    async def produce_sync(self, n, body, producers=64):
-        from rocketq.client import Message
-        async with self._producer() as p:
-            await p.send(Message(self._topic, body))
-            return await concurrent_timed(n, producers, lambda: p.send(Message(self._topic, body)))
-
-
-async def _settle(lat: list, expected: int, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(lat) < expected and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
 
 
 class RedisStreams(System):
@@ -189,7 +103,7 @@ class RedisStreams(System):
         task = asyncio.create_task(reader())
         await asyncio.sleep(0.5)
         await paced(rate, seconds, lambda: prod.xadd(stream, {"b": stamped(size)}))
-        await _settle(lat, int(rate * seconds))
+        await settle(lat, int(rate * seconds))
         stop.set()
         await task
         await prod.aclose()
@@ -283,14 +197,16 @@ class NatsJetStream(System):
         await js.subscribe("e", cb=on_msg, deliver_policy=DeliverPolicy.NEW)
         await asyncio.sleep(0.5)
         await paced(rate, seconds, lambda: js.publish("e", stamped(size)))
-        await _settle(lat, int(rate * seconds))
+        await settle(lat, int(rate * seconds))
         await nc.close()
         return lat
 
 
 def _systems() -> list[type[System]]:
     from rocketq.bench.compare.rabbitmq import RabbitStreams
-    return [Rocketq, RedisStreams, NatsJetStream, RabbitStreams]
+    from rocketq.bench.compare.rocketq_grpc import RocketqGrpc
+    from rocketq.bench.compare.rocketq_remoting import Rocketq
+    return [Rocketq, RocketqGrpc, RedisStreams, NatsJetStream, RabbitStreams]
 
 
 SYSTEMS = _systems()

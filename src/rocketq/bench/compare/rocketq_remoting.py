@@ -1,0 +1,97 @@
+"""rocketq over the remoting protocol, driven by rocketq's own asyncio client, as a :class:`System`.
+
+The server is ``rocketq serve`` on free ports in the system's directory (gRPC off unless a subclass
+serves it); batched produce is SEND_BATCH_MESSAGE (256 x 128 B or 64 x 1 KiB per call, 8 calls in
+flight), the backlog is read by a LitePullConsumer and committed once at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from rocketq.bench.compare.peers import System, concurrent_timed, paced, settle, stamp_of, stamped, timed_each
+
+
+class Rocketq(System):
+    name = "rocketq (remoting)"
+    durability = {"async": "ASYNC_FLUSH: page cache, flushed every 500 ms",
+                  "sync": "SYNC_FLUSH: fdatasync (group commit) before the ack"}
+    serves_grpc = False
+
+    def start(self) -> None:
+        from rocketq.bench.broker_bench import ServeProcess
+        flush = ["--flush-disk-type", "SYNC_FLUSH"] if self.sync else []
+        self._serve = ServeProcess(self.root, *flush, grpc=self.serves_grpc).__enter__()
+        self.proc, self.namesrv = self._serve.proc, self._serve.namesrv
+        self._topic = f"T{time.monotonic_ns()}"
+
+    def stop(self) -> None:
+        self._serve.__exit__(None, None, None)
+
+    def _producer(self):
+        from rocketq.client import Producer
+        return Producer("CMP", self.namesrv)
+
+    async def produce_one(self, n, body):
+        from rocketq.client import Message
+        async with self._producer() as p:
+            await p.send(Message(self._topic, body))
+            return await timed_each(n, lambda: p.send(Message(self._topic, body)))
+
+    async def produce_fast(self, n, body):
+        from rocketq.client import Message
+        batch = 256 if len(body) <= 256 else 64
+        async with self._producer() as p:
+            sem = asyncio.Semaphore(8)
+
+            async def one():
+                async with sem:
+                    await p.send_batch([Message(self._topic, body) for _ in range(batch)])
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one() for _ in range(n // batch)))
+            return n // batch * batch, time.perf_counter() - t0
+
+    async def consume(self, n):
+        from rocketq.client import ConsumeFrom, LitePullConsumer
+        c = LitePullConsumer(f"CMP{time.monotonic_ns()}", self.namesrv, consume_from=ConsumeFrom.FIRST,
+                             pull_batch_size=256, buffer_batches=256)
+        c.subscribe(self._topic)
+        await c.start()
+        got, t0 = 0, time.perf_counter()
+        last = t0
+        while got < n:
+            msgs = await c.poll(2.0, 8192)
+            if not msgs:
+                break
+            got += len(msgs)
+            last = time.perf_counter()
+        await c.commit()
+        await c.shutdown()
+        return got, last - t0
+
+    async def end_to_end(self, rate, seconds, size):
+        from rocketq.client import ConsumeFrom, Message, PushConsumer
+        lat: list[float] = []
+        topic = self._topic + "E"
+
+        async def listener(msgs):
+            now = time.perf_counter()
+            lat.extend(now - stamp_of(m.body) for m in msgs)
+        c = PushConsumer(f"CMPE{time.monotonic_ns()}", self.namesrv, listener=listener, consume_from=ConsumeFrom.LAST)
+        c.subscribe(topic)
+        async with self._producer() as p:
+            await p.send(Message(topic, stamped(size)))
+            await c.start()
+            await asyncio.sleep(1.0)
+            lat.clear()
+            await paced(rate, seconds, lambda: p.send(Message(topic, stamped(size))))
+            await settle(lat, int(rate * seconds))
+        await c.shutdown()
+        return lat
+
+    async def produce_sync(self, n, body, producers=64):
+        from rocketq.client import Message
+        async with self._producer() as p:
+            await p.send(Message(self._topic, body))
+            return await concurrent_timed(n, producers, lambda: p.send(Message(self._topic, body)))
