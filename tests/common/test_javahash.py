@@ -21,3 +21,5 @@ def test_vectorised_equals_scalar_with_and_without_prefix():
     keys = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40))) for _ in range(500)]
     assert java_hash_many(keys).tolist() == [java_hash(k) for k in keys], f"seed {seed}"
     assert index_hash_many(keys, "Topic#").tolist() == [index_hash("Topic#" + k) for k in keys], f"seed {seed}"
+    for n in range(0, 6):                       # small lists take the scalar path
+        assert index_hash_many(keys[:n], "Topic#").tolist() == [index_hash("Topic#" + k) for k in keys[:n]]
