@@ -168,3 +168,35 @@ def test_readers_following_queues_while_producers_write(tmp_path, pool):
         for key in keys:
             want = sorted((r.queue_offset, m.body) for r, m in results if (m.topic, m.queue_id) == key)
             assert [m.body for m in seen[key]] == [b for _, b in want], f"seed {seed}: {key}"
+
+
+@pytest.mark.parametrize("max_pending", [1 << 17, 64], ids=["roomy", "back-pressure"])
+def test_dispatch_driven_from_an_event_loop(tmp_path, max_pending):
+    """drive_from(loop): puts on the loop thread and on worker threads, a tiny
+    hand-off bound forcing submitters to drain themselves; small batches on the loop, larger ones
+    on the thread; queues dense and complete, arrivals reported on the loop's thread."""
+    seed = new_seed()
+    cfg = small_config(tmp_path, dispatch_queue_max_messages=max_pending)
+    arrivals_on: set = set()
+
+    async def main(store):
+        loop = asyncio.get_running_loop()
+        store.dispatcher.drive_from(loop)
+        store.arrival_listeners.append(lambda *a: arrivals_on.add(threading.get_ident()))
+        on_loop = [(await store.put_message_async(m), m) for m in
+                   (Message(topic=TOPICS[i % 2], queue_id=i % QUEUES, body=b"loop-%d" % i) for i in range(300))]
+        in_threads = await asyncio.to_thread(run_producers, store, 4, 200, seed)
+        big = [Message(topic="T0", queue_id=q % QUEUES, body=b"big-%d" % q) for q in range(40)]   # thread's share
+        in_threads += list(zip(store.put_messages(big), big))
+        # the loop dispatches by itself (nobody waits): watch the queues fill up from here
+        want = len(on_loop) + len(in_threads)
+        for _ in range(2000):
+            if sum(store.max_offset(t, q) for t in TOPICS for q in range(QUEUES)) == want:
+                break
+            await asyncio.sleep(0.005)
+        return on_loop + in_threads
+
+    with MessageStore(cfg) as store:
+        results = asyncio.run(main(store))
+        check_results(store, results, seed)
+    assert threading.get_ident() in arrivals_on, f"seed {seed}: no arrival was reported on the loop thread"

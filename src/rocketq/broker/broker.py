@@ -195,6 +195,7 @@ class Broker:
                                         max_inflight_sends=self.settings.send_queue_capacity, clock=loop.time)
         self.long_polling = LongPollingService(loop)
         self.store.arrival_listeners.append(self.long_polling.notify_threadsafe)
+        self.store.dispatcher.drive_from(loop)   # dispatch on the loop: no GIL hand-offs
         st = self.settings
         self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats,
                                  slave_read=(st.slave_read_enable,

@@ -1,10 +1,10 @@
 """Suspended pulls (RocketMQ ``PullRequestHoldService``), woken by the dispatcher.
 
 A pull that finds nothing and carries the SUSPEND flag waits here until a message arrives in its
-queue or its ``suspendTimeoutMillis`` runs out.  The store's dispatcher thread reports arrivals
-through :meth:`notify_threadsafe`, which hops onto the event loop; waiters are keyed by
-(topic, queue id), so one arrival wakes only the pulls that can use it.  The number of held
-pulls is bounded; past it a pull is answered at once.
+queue or its ``suspendTimeoutMillis`` runs out.  The store's dispatcher reports arrivals through
+:meth:`notify_threadsafe`, which hops onto the event loop unless it already runs there; waiters
+are keyed by (topic, queue id), so one arrival wakes only the pulls that can use it.  The number
+of held pulls is bounded; past it a pull is answered at once.
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ class LongPollingService:
 
     def notify_threadsafe(self, topic: str, queue_id: int, _next_offset: int) -> None:
         if (topic, queue_id) in self._waiters:
-            self._loop.call_soon_threadsafe(self.notify, topic, queue_id)
+            if asyncio._get_running_loop() is self._loop:     # dispatched on the loop: no hop needed
+                self.notify(topic, queue_id)
+            else:
+                self._loop.call_soon_threadsafe(self.notify, topic, queue_id)
 
     def wake_all(self) -> None:
         for key in list(self._waiters):
