@@ -9,8 +9,9 @@ Scenarios (each run ``runs`` times; min / median / max reported):
 * ``in-flight send 1KiB`` - one producer, 256 single-message sends in flight;
 * ``batch send 1KiB`` / ``batch send 128B`` - SEND_BATCH_MESSAGE of 64 / 256, 8 batches in flight;
 * ``drain 1KiB backlog``  - a LitePullConsumer reading a backlog of ``backlog`` messages;
-* ``end-to-end 1KiB``     - sends paced at ``e2e_rate``/s, a long-polling PushConsumer in the same
-                            process; latency = delivered - sent (perf_counter in the body);
+* ``end-to-end 1KiB``     - sends paced at ``e2e_rate``/s from a producer process of its own, a
+                            long-polling PushConsumer in this one; latency = delivered - sent
+                            (perf_counter, the system-wide monotonic clock, in the body);
 * ``SYNC_FLUSH 64 producers`` - a second server with SYNC_FLUSH, 64 concurrent senders.
 
 The broker runs ASYNC_FLUSH (except the last scenario) in its own process, as the issue asks.
@@ -131,7 +132,10 @@ async def _drain(namesrv: str, topic: str, n: int) -> float:
 
 
 async def _end_to_end(namesrv: str, topic: str, rate: int, seconds: float) -> tuple[float, list[float]]:
-    from rocketq.client import ConsumeFrom, Message, Producer, PushConsumer
+    """A long-polling PushConsumer here, the paced producer in a process of its own (perf_counter is
+    the system-wide monotonic clock, so the sent time in the body compares across processes)."""
+    import multiprocessing
+    from rocketq.client import ConsumeFrom, PushConsumer
     lat: list[float] = []
 
     async def listener(msgs):
@@ -140,29 +144,52 @@ async def _end_to_end(namesrv: str, topic: str, rate: int, seconds: float) -> tu
     consumer = PushConsumer(f"BENCH_E2E_{time.monotonic_ns()}", namesrv, listener=listener,
                             consume_from=ConsumeFrom.LAST)
     consumer.subscribe(topic)
-    async with Producer("BENCH_PG", namesrv) as p:
-        await p.send(Message(topic, b"%020.6f" % time.perf_counter() + b"x" * 1004))
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    producer = ctx.Process(target=_paced_producer, args=(child, namesrv, topic, rate, seconds), daemon=True)
+    producer.start()
+    try:
+        loop = asyncio.get_running_loop()
+        if await loop.run_in_executor(None, parent.recv) != "ready":   # route known, one message sent
+            raise RuntimeError("the end-to-end producer did not start")
         await consumer.start()
         await asyncio.sleep(1.0)
         lat.clear()
-        total = int(rate * seconds)
-        t0 = time.perf_counter()
-        pending = set()
-        for i in range(total):
-            due = t0 + i / rate
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            pending.add(asyncio.ensure_future(p.send(Message(topic, b"%020.6f" % time.perf_counter() + b"x" * 1004))))
-            if len(pending) > 512:
-                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        await asyncio.gather(*pending)
-        sent_rate = total / (time.perf_counter() - t0)
+        parent.send("go")
+        total, sent_rate = await loop.run_in_executor(None, parent.recv)
         deadline = time.monotonic() + 30
         while len(lat) < total and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-    await consumer.shutdown()
+    finally:
+        producer.join(10)
+        if producer.is_alive():
+            producer.kill()
+        await consumer.shutdown()
     return sent_rate, lat
+
+
+def _paced_producer(conn, namesrv: str, topic: str, rate: int, seconds: float) -> None:
+    """Child process: send ``rate``/s 1 KiB messages for ``seconds``, each stamped with perf_counter."""
+    async def main() -> None:
+        from rocketq.client import Message, Producer
+        async with Producer("BENCH_PG", namesrv) as p:
+            await p.send(Message(topic, b"%020.6f" % time.perf_counter() + b"x" * 1004))
+            conn.send("ready")
+            await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+            total = int(rate * seconds)
+            t0 = time.perf_counter()
+            pending: set = set()
+            for i in range(total):
+                delay = t0 + i / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                body = b"%020.6f" % time.perf_counter() + b"x" * 1004
+                pending.add(asyncio.ensure_future(p.send(Message(topic, body))))
+                if len(pending) > 512:
+                    _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.gather(*pending)
+            conn.send((total, total / (time.perf_counter() - t0)))
+    _run(main())
 
 
 def _echo_floor(rounds: int = 5000) -> tuple[float, list[float]]:
