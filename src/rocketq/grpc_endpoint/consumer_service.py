@@ -116,14 +116,7 @@ class ConsumerService:
         else:
             raise V2Error(Code.ILLEGAL_INVISIBLE_TIME, "a receive without auto-renew needs an invisible duration")
         tags = self.tags(req.filter_expression) if req.HasField("filter_expression") else None
-        wait_ms = duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") \
-            else self._settings.default_long_polling_ms
-        if wait_ms < 0:
-            raise V2Error(Code.ILLEGAL_POLLING_TIME, f"long polling timeout {wait_ms} ms is negative")
-        wait_s = min(wait_ms, self._settings.max_long_polling_ms) / 1000
-        remaining = context.time_remaining() if context is not None else None
-        if remaining is not None:
-            wait_s = max(0.0, min(wait_s, remaining - DEADLINE_MARGIN_S))
+        wait_s = long_polling_s(req, context, self._settings)
         renew_for = None
         if req.auto_renew and not req.HasField("invisible_duration"):
             renew_for = metadata(context).get("x-mq-client-id") or None
@@ -177,6 +170,20 @@ class ConsumerService:
         except V2Error as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=exc.to_status())
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status())
+
+
+def long_polling_s(req, context, settings: EndpointSettings) -> float:
+    """How long a receive or pull may hold: the request's long-polling timeout (or the default),
+    at most the server's maximum, ending ``DEADLINE_MARGIN_S`` before the client's deadline."""
+    wait_ms = duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") \
+        else settings.default_long_polling_ms
+    if wait_ms < 0:
+        raise V2Error(Code.ILLEGAL_POLLING_TIME, f"long polling timeout {wait_ms} ms is negative")
+    wait_s = min(wait_ms, settings.max_long_polling_ms) / 1000
+    remaining = context.time_remaining() if context is not None else None
+    if remaining is not None:
+        wait_s = max(0.0, min(wait_s, remaining - DEADLINE_MARGIN_S))
+    return wait_s
 
 
 def _check_topic(topic: str) -> None:

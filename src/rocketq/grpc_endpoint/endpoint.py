@@ -210,6 +210,24 @@ def _guard(response_type):
     return wrap
 
 
+def _stream_guard(response_type):
+    """For a server-streaming RPC: ACL and malformed-request checks first, a refusal as the one
+    response's status (what the stream does after that is the handler's own business)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        async def handler(self, req, context):
+            try:
+                self._authorize(context, fn.__name__, req)
+                Malformed.check(req)
+            except V2Error as exc:
+                yield response_type(status=exc.to_status())
+                return
+            async for resp in fn(self, req, context):
+                yield resp
+        return handler
+    return wrap
+
+
 class _Servicer(spb_grpc.MessagingServiceServicer):
     def __init__(self, endpoint: GrpcEndpoint):
         self._e = endpoint
@@ -264,13 +282,8 @@ class _Servicer(spb_grpc.MessagingServiceServicer):
     async def ForwardMessageToDeadLetterQueue(self, req, context):
         return await self._e.consumers.forward_to_dlq(req)
 
+    @_stream_guard(spb.ReceiveMessageResponse)
     async def ReceiveMessage(self, req, context):
-        try:
-            self._authorize(context, "ReceiveMessage", req)
-            Malformed.check(req)
-        except V2Error as exc:
-            yield spb.ReceiveMessageResponse(status=exc.to_status())
-            return
         async for resp in self._e.consumers.receive(req, context):
             yield resp
 
@@ -283,13 +296,8 @@ class _Servicer(spb_grpc.MessagingServiceServicer):
         async for cmd in self._e.sessions.telemetry(request_iterator, context, self._settings_check(context)):
             yield cmd
 
+    @_stream_guard(spb.PullMessageResponse)
     async def PullMessage(self, req, context):
-        try:
-            self._authorize(context, "PullMessage", req)
-            Malformed.check(req)
-        except V2Error as exc:
-            yield spb.PullMessageResponse(status=exc.to_status())
-            return
         async for resp in self._e.pulls.pull(req, context):
             yield resp
 

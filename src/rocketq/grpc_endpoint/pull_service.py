@@ -48,9 +48,9 @@ import asyncio
 from dataclasses import dataclass
 
 from rocketq.broker.pull import MAX_PULL_MESSAGES, status_code, tag_codes
-from rocketq.grpc_endpoint.consumer_service import DEADLINE_MARGIN_S, ConsumerService
+from rocketq.grpc_endpoint.consumer_service import ConsumerService, long_polling_s
 from rocketq.grpc_endpoint.convert import stored_to_v2
-from rocketq.grpc_endpoint.protocol import Code, V2Error, duration_ms, pb, spb, status, timestamp_ms
+from rocketq.grpc_endpoint.protocol import Code, V2Error, pb, spb, status, timestamp_ms
 from rocketq.grpc_endpoint.route import topic_config
 from rocketq.grpc_endpoint.settings import EndpointSettings
 from rocketq.remoting import ResponseCode
@@ -106,14 +106,7 @@ class PullService:
         if req.batch_size <= 0:
             raise V2Error(Code.BAD_REQUEST, f"batch size {req.batch_size} is not positive")
         tags = self._consumers.tags(req.filter_expression) if req.HasField("filter_expression") else None
-        wait_ms = duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") \
-            else self._settings.default_long_polling_ms
-        if wait_ms < 0:
-            raise V2Error(Code.ILLEGAL_POLLING_TIME, f"long polling timeout {wait_ms} ms is negative")
-        wait_s = min(wait_ms, self._settings.max_long_polling_ms) / 1000
-        remaining = context.time_remaining() if context is not None else None
-        if remaining is not None:
-            wait_s = max(0.0, min(wait_s, remaining - DEADLINE_MARGIN_S))
+        wait_s = long_polling_s(req, context, self._settings)
         return _PullPlan(topic, qid, req.offset, min(req.batch_size, MAX_PULL_MESSAGES), tags, wait_s,
                          req.message_queue.topic.resource_namespace)
 
