@@ -1,6 +1,9 @@
 """RabbitMQ streams (``rabbitmq-server`` with the stream plugin) as a :class:`System`, driven with
 ``rstream``.  The node runs in its own temporary directory (mnesia, logs, config, enabled plugins,
-Erlang cookie under a private HOME) on free ports, and is stopped by pid with its Erlang VM.
+Erlang cookie under a private HOME) on free ports, and is stopped by pid with its Erlang VM; the
+Erlang port mapper it starts (``epmd``, which daemonizes out of the node's process group) listens on
+a private port and is stopped after the node, so a run leaves no daemon behind and never touches a
+system ``epmd``.
 
 Durability: a stream confirms a publish once the message is written to the stream's segment on the
 node (not fsync'ed per message; RabbitMQ relies on replication between nodes for safety), so it
@@ -35,7 +38,7 @@ class RabbitStreams(System):
         return None
 
     def start(self) -> None:
-        self.port, amqp, dist = free_port(), free_port(), free_port()
+        self.port, amqp, dist, self.epmd_port = free_port(), free_port(), free_port(), free_port()
         r = self.root
         (r / "enabled_plugins").write_text("[rabbitmq_stream].\n")
         (r / "rabbitmq.conf").write_text(f"listeners.tcp.default = 127.0.0.1:{amqp}\n"
@@ -43,7 +46,8 @@ class RabbitStreams(System):
         env = dict(os.environ, HOME=str(r), RABBITMQ_MNESIA_BASE=str(r / "mnesia"), RABBITMQ_LOG_BASE=str(r / "log"),
                    RABBITMQ_NODENAME=f"rocketqbench{self.port}@localhost", RABBITMQ_DIST_PORT=str(dist),
                    RABBITMQ_ENABLED_PLUGINS_FILE=str(r / "enabled_plugins"),
-                   RABBITMQ_CONFIG_FILE=str(r / "rabbitmq.conf"), RABBITMQ_PID_FILE=str(r / "pid"))
+                   RABBITMQ_CONFIG_FILE=str(r / "rabbitmq.conf"), RABBITMQ_PID_FILE=str(r / "pid"),
+                   ERL_EPMD_PORT=str(self.epmd_port))
         server = SERVER if os.path.exists(SERVER) else which("rabbitmq-server")
         self.proc = subprocess.Popen([server], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                                      start_new_session=True)
@@ -57,6 +61,10 @@ class RabbitStreams(System):
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
+        epmd = which("epmd")
+        if epmd and getattr(self, "epmd_port", None):
+            subprocess.run([epmd, "-port", str(self.epmd_port), "-kill"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=10, check=False)
 
     def _producer(self):
         from rstream import Producer
