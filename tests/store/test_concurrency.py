@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 from collections import defaultdict
 from itertools import pairwise
 
@@ -200,3 +201,28 @@ def test_dispatch_driven_from_an_event_loop(tmp_path, max_pending):
         results = asyncio.run(main(store))
         check_results(store, results, seed)
     assert threading.get_ident() in arrivals_on, f"seed {seed}: no arrival was reported on the loop thread"
+
+
+def test_the_loop_never_waits_for_the_threads_drain(tmp_path):
+    """While someone else holds the drain (the thread on a large batch), a loop-driven drain does not
+    block the loop; it looks again and dispatches once the lock is free."""
+    async def main(store):
+        store.dispatcher.drive_from(asyncio.get_running_loop())
+        lock = store.dispatcher._drain_lock
+        lock.acquire()                                     # the thread is "draining"
+        try:
+            await store.put_message_async(Message(topic="T0", body=b"one"))
+            t0 = time.monotonic()
+            await asyncio.sleep(0.02)                      # the loop still runs (a blocked loop never returns here)
+            assert time.monotonic() - t0 < 1.0
+            assert store.max_offset("T0", 0) == 0          # not dispatched while the lock is held
+        finally:
+            lock.release()
+        for _ in range(1000):
+            if store.max_offset("T0", 0) == 1:
+                return True
+            await asyncio.sleep(0.002)
+        return False
+
+    with MessageStore(small_config(tmp_path)) as store:
+        assert asyncio.run(main(store)), "not dispatched after the lock was released"

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 MAX_DRAIN_MESSAGES = 65_536
 LOOP_DRAIN_MESSAGES = 8_192   # per event-loop callback (drive_from), so one drain never holds the loop long
 LOOP_BATCH_MAX = 16           # with drive_from, batches smaller than this are dispatched on the loop
+LOOP_RETRY_S = 0.001          # the loop's next look when the thread was draining
 NOT_CONSUMABLE = 0x4          # PREPARED (0x4) and ROLLBACK (0xC) share this bit; COMMIT (0x8) does not
 ROLLBACK = 0xC
 
@@ -232,6 +233,7 @@ class Dispatcher:
         self._stopped = False
         self._driver: Callable[[Callable[[], None]], None] | None = None
         self._drain_scheduled = False
+        self._event_loop = None
         self.failure: BaseException | None = None
         self.dispatched_offset = 0
         self._thread = threading.Thread(target=self._loop, name="rocketq-dispatch", daemon=True)
@@ -254,6 +256,7 @@ class Dispatcher:
             else:
                 loop.call_soon_threadsafe(hop)
         self._driver = schedule
+        self._event_loop = loop
         if self._queue:
             self._schedule_drain()
 
@@ -322,9 +325,20 @@ class Dispatcher:
             self._drain_scheduled = False
 
     def _drain_step(self) -> None:
-        """One loop callback: reset the flag first, so a submit racing with this drain schedules another."""
+        """One loop callback: reset the flag first, so a submit racing with this drain schedules another.
+
+        The loop never waits for the thread's drain (a large batch can take tens of ms): when the
+        thread holds the lock, it takes what is queued, and the loop looks again shortly in case a
+        batch arrived just as the thread finished.
+        """
         self._drain_scheduled = False
-        self._drain(LOOP_DRAIN_MESSAGES)
+        if not self._drain(LOOP_DRAIN_MESSAGES, blocking=False):
+            self._drain_scheduled = True
+            try:
+                self._event_loop.call_later(LOOP_RETRY_S, self._drain_step)
+            except RuntimeError:         # the loop is closed: whoever waits drains itself
+                self._drain_scheduled = False
+            return
         if self._queue and not self._drain_scheduled and self.failure is None:
             self._schedule_drain()
 
@@ -341,10 +355,13 @@ class Dispatcher:
                     return
             self._drain(MAX_DRAIN_MESSAGES)
 
-    def _drain(self, limit: int | None = None) -> None:
-        """Dispatch queued batches in log order, at most *limit* messages (all when None)."""
+    def _drain(self, limit: int | None = None, *, blocking: bool = True) -> bool:
+        """Dispatch queued batches in log order, at most *limit* messages (all when None); False when
+        not *blocking* and someone else is draining."""
         queue = self._queue
-        with self._drain_lock:
+        if not self._drain_lock.acquire(blocking):
+            return False
+        try:
             left = limit if limit is not None else 1 << 62
             while queue and left > 0 and self.failure is None:
                 batches = []
@@ -367,6 +384,9 @@ class Dispatcher:
                     self._done += len(batches)
                 if self._waiters:
                     self._notify()
+        finally:
+            self._drain_lock.release()
+        return True
 
     def _notify(self) -> None:
         with self._progress:
