@@ -85,7 +85,8 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where report.md, results.json and the charts go [default: bench-results/<timestamp>].")
 def bench_compare(runs: int, backlog: int, quick: bool, out_dir: Path | None) -> None:
-    """rocketq beside Redis Streams and NATS JetStream (whatever of them is installed), interleaved."""
+    """rocketq (remoting and gRPC) beside Redis Streams, NATS JetStream and RabbitMQ streams (whatever is
+    installed), interleaved, with each system's durability modes checked by counting sync calls."""
     from rocketq.bench.compare.runner import run_compare
     from rocketq.bench.compare.systems import SYSTEMS
     for cls in SYSTEMS:
