@@ -82,7 +82,8 @@ for line in sys.stdin:
 """
 
 
-@pytest.mark.skipif(strace_missing() is not None, reason="strace is not installed")
+@pytest.mark.skipif(strace_missing() is not None,
+                    reason="strace is not installed: the sync counter under test is strace (apt-get install strace)")
 def test_strace_counter_counts_exactly_the_syncs_made_while_attached():
     child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -93,7 +94,9 @@ def test_strace_counter_counts_exactly_the_syncs_made_while_attached():
             counter = StraceCounter([child.pid]).__enter__()
         except RuntimeError as e:
             if "not permitted" in str(e):
-                pytest.skip(f"no ptrace here: {e}")
+                pytest.skip(f"strace cannot attach to a process here ({e}): the kernel or container forbids "
+                            f"ptrace (kernel.yama.ptrace_scope, or no CAP_SYS_PTRACE), which counting a "
+                            f"server's sync calls needs")
             raise
         try:
             child.stdin.write("25\n")

@@ -38,8 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rocketq.bench.broker_bench import ServeProcess, _run
+from rocketq.broker.timer_messages import PROPERTY_TIMER_DELIVER_MS, TIMER_TOPIC
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"
 DEST_QUEUES = 4
 BATCH = 256
 INFLIGHT = 8
@@ -122,7 +122,7 @@ class Collector:
         for m in msgs:
             try:
                 i = int(m.body[:12])
-                due = int(m.properties["TIMER_DELIVER_MS"])
+                due = int(m.properties[PROPERTY_TIMER_DELIVER_MS])
             except (ValueError, KeyError):
                 self.foreign += 1
                 continue
@@ -151,7 +151,7 @@ async def _schedule_remoting(namesrv: str, topic: str, dues: list[int], body_siz
             nonlocal done
             msgs = [Message(TIMER_TOPIC, b"%012d" % i + b"t" * max(0, body_size - 12),
                             properties={"REAL_TOPIC": topic, "REAL_QID": str(i % DEST_QUEUES),
-                                        "TIMER_DELIVER_MS": str(dues[i])})
+                                        PROPERTY_TIMER_DELIVER_MS: str(dues[i])})
                     for i in range(start, min(start + BATCH, len(dues)))]
             try:
                 await p.send_batch(msgs, queue=queue)

@@ -198,8 +198,7 @@ def _guard(response_type):
         @functools.wraps(fn)
         async def handler(self, req, context):
             try:
-                self._authorize(context, fn.__name__, req)
-                Malformed.check(req)
+                self._admit(context, fn.__name__, req)
                 return await fn(self, req, context)
             except V2Error as exc:
                 return response_type(status=exc.to_status())
@@ -217,8 +216,7 @@ def _stream_guard(response_type):
         @functools.wraps(fn)
         async def handler(self, req, context):
             try:
-                self._authorize(context, fn.__name__, req)
-                Malformed.check(req)
+                self._admit(context, fn.__name__, req)
             except V2Error as exc:
                 yield response_type(status=exc.to_status())
                 return
@@ -231,6 +229,11 @@ def _stream_guard(response_type):
 class _Servicer(spb_grpc.MessagingServiceServicer):
     def __init__(self, endpoint: GrpcEndpoint):
         self._e = endpoint
+
+    def _admit(self, context, rpc: str, req) -> None:
+        """What every request passes before its handler: ACL, then the malformed-request checks."""
+        self._authorize(context, rpc, req)
+        Malformed.check(req)
 
     def _authorize(self, context, rpc: str, req=None) -> None:
         """ACL (when the broker has it on): the signature, and the permissions *req* needs."""

@@ -20,6 +20,7 @@ Sinks implement ``dispatch(batch)``; the store wires :class:`ConsumeQueueSink` a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections import deque
@@ -231,9 +232,8 @@ class Dispatcher:
         self._progress = threading.Condition()
         self._waiters = 0
         self._stopped = False
-        self._driver: Callable[[Callable[[], None]], None] | None = None
         self._drain_scheduled = False
-        self._event_loop = None
+        self._event_loop = None      # set by drive_from
         self.failure: BaseException | None = None
         self.dispatched_offset = 0
         self._thread = threading.Thread(target=self._loop, name="rocketq-dispatch", daemon=True)
@@ -243,19 +243,7 @@ class Dispatcher:
         self._thread.start()
 
     def drive_from(self, loop) -> None:
-        """Dispatch on the asyncio *loop* from now on (the broker's), instead of the thread."""
-        import asyncio
-
-        def schedule(step: Callable[[], None]) -> None:
-            # a put answered in this loop iteration has its response write queued behind it: hop
-            # once more so the response goes out before the drain runs
-            def hop() -> None:
-                loop.call_soon(step)
-            if asyncio._get_running_loop() is loop:
-                loop.call_soon(hop)
-            else:
-                loop.call_soon_threadsafe(hop)
-        self._driver = schedule
+        """Dispatch small batches on the asyncio *loop* from now on (the broker's)."""
         self._event_loop = loop
         if self._queue:
             self._schedule_drain()
@@ -273,13 +261,13 @@ class Dispatcher:
         self._queue.append(batch)
         self._submitted += 1
         self._submitted_msgs += len(batch.sizes)
-        if self._driver is not None and len(batch.sizes) < LOOP_BATCH_MAX:
+        if self._event_loop is not None and len(batch.sizes) < LOOP_BATCH_MAX:
             if not self._drain_scheduled:
                 self._schedule_drain()
         elif self._idle:
             self._wake.set()
         if self._submitted_msgs - self._done_msgs > self._max_pending:
-            if self._driver is not None:
+            if self._event_loop is not None:
                 self._drain()
                 self._raise_if_failed()
             else:
@@ -289,7 +277,7 @@ class Dispatcher:
     def wait_dispatched(self, timeout_s: float = 60.0) -> bool:
         """Wait until everything submitted before this call has reached every sink."""
         target = self._submitted
-        if self._driver is not None:
+        if self._event_loop is not None:
             self._drain()
         try:
             self._wait_for(lambda: self._done >= target, timeout_s, "")
@@ -318,9 +306,16 @@ class Dispatcher:
         return self._submitted_msgs - self._done_msgs
 
     def _schedule_drain(self) -> None:
+        """One drain callback on the loop, behind what is queued there already: a put answered in this
+        loop iteration has its response write queued behind the put, so hop once more and the
+        response goes out before the drain runs."""
+        loop = self._event_loop
         self._drain_scheduled = True
         try:
-            self._driver(self._drain_step)
+            if asyncio._get_running_loop() is loop:
+                loop.call_soon(loop.call_soon, self._drain_step)
+            else:
+                loop.call_soon_threadsafe(loop.call_soon, self._drain_step)
         except RuntimeError:             # the loop is closed: whoever waits drains itself
             self._drain_scheduled = False
 
