@@ -133,3 +133,25 @@ def test_a_slow_consumer_does_not_hold_up_producers(tmp_path):
             await _healthy(client, "Slow")
         writer.close()
     asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_a_demoted_master_stops_delayed_deliveries_and_resumes_them_when_promoted(tmp_path):
+    """Controller mode fences a master with stop_master_services and promotes with start_master_services;
+    both may happen more than once in one process, and delivery must follow."""
+    from rocketq.common.message import Message
+
+    async def scenario(broker, client):
+        store = broker.store
+        await broker.stop_master_services()
+        assert not store.schedule.running and not broker.timer.running
+        assert store.put_message(Message(topic="Delayed", body=b"d", queue_id=0, delay_level=1)).ok
+        broker.start_master_services()
+        assert store.schedule.running and broker.timer.running
+        deadline = asyncio.get_running_loop().time() + 15
+        while store.max_offset("Delayed", 0) < 1:
+            assert asyncio.get_running_loop().time() < deadline, "the delayed message was never delivered"
+            await asyncio.sleep(0.05)
+        (msg,) = store.get_messages("Delayed", 0, 0, 1)
+        assert msg.body == b"d"
+
+    asyncio.run(with_broker(tmp_path, scenario))

@@ -236,12 +236,16 @@ class Broker:
         return 0 if agent is not None and agent.state == "master" else self.settings.broker_id
 
     def start_master_services(self) -> None:
-        """Controller mode, on becoming master: deliver delayed messages (a slave's store does not)."""
-        schedule = self.store.schedule
-        if schedule._thread.ident is None:
-            schedule.start()
+        """Controller mode, on becoming master: deliver delayed and timer messages (a slave does not)."""
+        self.store.schedule.start()
         if self.timer is not None and not self.timer.running:
             self.timer.start()
+
+    async def stop_master_services(self) -> None:
+        """Controller mode, on losing mastership: no more delayed or timer deliveries from here."""
+        await asyncio.to_thread(self.store.schedule.shutdown)
+        if self.timer is not None:
+            await self.timer.close()
 
     async def close(self) -> None:
         for t in self._tasks:

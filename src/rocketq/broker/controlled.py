@@ -234,7 +234,7 @@ class ControllerAgent:
         log.error("fenced: %s; this broker refuses sends and needs a restart to rejoin as a slave "
                   "(the restart cuts a divergent tail)", why)
         await self.broker.replication.stop_following()
-        await asyncio.to_thread(self.broker.store.schedule.shutdown)     # no more delayed-message deliveries
+        await self.broker.stop_master_services()
         if self.broker.registrar is not None:
             await self.broker.registrar.withdraw()
 

@@ -47,6 +47,12 @@ class ScheduleService:
         self._version = int((data.get("dataVersion") or {}).get("counter", 0) or 0)
 
     def start(self) -> None:
+        """Start delivering (again, after a shutdown: a demoted master that is promoted once more)."""
+        if self.running:
+            return
+        if self._thread.ident is not None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="rocketq-schedule", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
