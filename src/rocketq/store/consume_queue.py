@@ -92,15 +92,19 @@ class ConsumeQueue:
 
     def get_units(self, offset: int, max_count: int) -> np.ndarray:
         """Up to *max_count* units from logical *offset*, stopping at a segment end (copy)."""
+        return np.frombuffer(self.get_unit_bytes(offset, max_count), dtype=CQ_DTYPE)
+
+    def get_unit_bytes(self, offset: int, max_count: int) -> bytes:
+        """The units of :meth:`get_units` as the file holds them (20 bytes each, big-endian)."""
         pos = offset * CQ_UNIT_SIZE
         mf = self.files.find(pos)
         if mf is None:
-            return np.zeros(0, dtype=CQ_DTYPE)
+            return b""
         rel = pos - mf.file_from_offset
         limit = min(mf.committed, rel + max_count * CQ_UNIT_SIZE)
         if limit <= rel:
-            return np.zeros(0, dtype=CQ_DTYPE)
-        return np.frombuffer(mf.read(rel, limit - rel), dtype=CQ_DTYPE)
+            return b""
+        return mf.read(rel, limit - rel)
 
     def get_unit(self, offset: int) -> tuple[int, int, int] | None:
         units = self.get_units(offset, 1)
