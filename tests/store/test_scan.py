@@ -62,3 +62,37 @@ def test_magic_search_on_two_cores_matches_one_core(monkeypatch):
         parallel = scan._magic_positions(buf, 0, size).tolist()
         assert parallel == serial, f"seed {seed} trial {trial}"
         assert serial == sorted(i for i in range(4, size - 3) if buf[i:i + 4] == magic), f"seed {seed}"
+
+
+def test_windowed_candidate_search_finds_the_same_chain_as_one_search(tmp_path, monkeypatch):
+    """Records of 100 B to 40 KiB (so some cross a window end, some are larger than a window),
+    then zeros or a torn record: the walk in small windows equals one search over the whole buffer."""
+    from rocketq.common.message import Message
+    from rocketq.store import MessageStore, StoreConfig
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    with MessageStore(StoreConfig(store_path=tmp_path / "s", commitlog_file_size=4 << 20, message_index_enable=False,
+                                  consume_queue_entries=10_000)) as store:
+        for i in range(300):
+            body = rng.randbytes(rng.choice([100, 900, 5000, 40_000]))
+            if i % 7 == 0:
+                body = body[:-4] + bytes.fromhex("DAA320A7")          # a magic inside a body
+            assert store.put_message(Message(topic="W", body=body, queue_id=0)).ok
+        end = store.commitlog.max_offset()
+    data = bytearray((tmp_path / "s" / "commitlog" / "00000000000000000000").read_bytes())
+    for tail in ("zeros", "torn"):
+        if tail == "torn":            # the head of a record whose rest never reached the file
+            data[end:end + 48] = (5000).to_bytes(4, "big") + bytes.fromhex("DAA320A7") + rng.randbytes(40)
+        monkeypatch.setattr(scan, "FIRST_WINDOW_BYTES", 1 << 40)
+        whole = scan.find_records(bytes(data), 0, len(data), parallel=False)
+        # windows ending 0..9 bytes past a record start (is the next magic in this window or the next?)
+        bounds = [int(whole[0][j]) + k for j in (5, 150) for k in range(10)]
+        for first in bounds + [1024, 3000, 4096]:
+            monkeypatch.setattr(scan, "FIRST_WINDOW_BYTES", first)
+            monkeypatch.setattr(scan, "MAX_WINDOW_BYTES", max(first, rng.choice([8192, 50_000])))
+            windowed = scan.find_records(bytes(data), 0, len(data), parallel=False)
+            assert whole[2] == windowed[2], f"{tail}, first window {first}, seed {seed}"
+            assert whole[0].tolist() == windowed[0].tolist(), f"{tail}, first window {first}, seed {seed}"
+            assert whole[1].tolist() == windowed[1].tolist(), f"{tail}, first window {first}, seed {seed}"
+        # the torn record's head looks whole to the walk (its CRC check, not this, rejects it)
+        assert (whole[2], len(whole[0])) == ((end, 300) if tail == "zeros" else (end + 5000, 301)), f"seed {seed}"

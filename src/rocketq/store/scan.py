@@ -93,8 +93,12 @@ def _magic_positions_in(buf, start: int, limit: int) -> np.ndarray:
     if not found:
         return np.zeros(0, dtype=np.int64)
     out = np.concatenate(found).astype(np.int64)
-    out.sort()
+    out.sort(kind="stable")            # sorted runs, one per alignment: timsort merges them in one pass
     return out
+
+
+FIRST_WINDOW_BYTES = 16 << 20
+MAX_WINDOW_BYTES = 256 << 20
 
 
 def find_records(buf, start: int, limit: int, *, parallel: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
@@ -104,9 +108,33 @@ def find_records(buf, start: int, limit: int, *, parallel: bool = True) -> tuple
     the next candidate.  A candidate inside a record (the magic bytes occurring in a body) is
     skipped; the walk stops where the chain leads to no candidate (end of data, a blank record,
     or damage), which the caller then classifies.  V2-magic records are taken one at a time.
+
+    Candidates are searched window by window (16 MiB, doubling up to 256 MiB), each window
+    starting where the chain has got to: the walk of a segment that is mostly unwritten (the
+    newest one after a crash, 1 GiB preallocated with a few records in it) stops after one small
+    window instead of searching the zeros up to *limit*.
     """
+    pos_parts, size_parts = [], []
+    window = FIRST_WINDOW_BYTES
+    while True:
+        search_end = min(limit, start + window)
+        pos, sizes, stop = _find_records_in(buf, start, search_end, limit, parallel)
+        pos_parts.append(pos)
+        size_parts.append(sizes)
+        # a record at `stop` would have had its magic (stop+4 .. stop+8) inside this window
+        if search_end >= limit or stop + 8 <= search_end:
+            break
+        start, window = stop, min(2 * window, MAX_WINDOW_BYTES)
+    if len(pos_parts) == 1:
+        return pos_parts[0], size_parts[0], stop
+    return np.concatenate(pos_parts), np.concatenate(size_parts), stop
+
+
+def _find_records_in(buf, start: int, search_end: int, limit: int,
+                     parallel: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`find_records` with candidates from ``[start, search_end)`` only (records may end up to *limit*)."""
     empty = np.zeros(0, dtype=np.int64)
-    starts = _magic_positions(buf, start, limit, parallel) - 4
+    starts = _magic_positions(buf, start, search_end, parallel) - 4
     if len(starts) == 0 or starts[0] > start:
         starts = empty
     u8 = np.frombuffer(buf, dtype=np.uint8)
