@@ -75,6 +75,8 @@ def record_struct(born_v6: bool, store_v6: bool, body_len: int, topic_len: int, 
 
 
 _HEADER_V4 = header_struct(False, False)
+_UNPACK_V4, _HEADER_V4_SIZE = _HEADER_V4.unpack_from, _HEADER_V4.size
+_HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 
 
 def record_length(body_len: int, topic_len: int, props_len: int, *, born_v6: bool = False, store_v6: bool = False) -> int:
@@ -130,12 +132,16 @@ class StoredMessage:
 
     def __init__(self, raw: bytes):
         self.raw = raw
-        v6 = raw[39] & (BORNHOST_V6 | STOREHOST_V6)     # low byte of SYSFLAG
-        st = _HEADER_V4 if not v6 else header_struct(bool(v6 & BORNHOST_V6), bool(v6 & STOREHOST_V6))
-        self._h = st.unpack_from(raw, 0)
-        self._tail = st.size + self._h[-1]
-        self._props = None
-        self._topic = None
+        h = _UNPACK_V4(raw)
+        v6 = h[7] & _HOSTS_V6                             # SYSFLAG: IPv6 hosts make the header longer
+        if v6:
+            st = header_struct(bool(v6 & BORNHOST_V6), bool(v6 & STOREHOST_V6))
+            h = st.unpack_from(raw)
+            self._tail = st.size + h[16]
+        else:
+            self._tail = _HEADER_V4_SIZE + h[16]
+        self._h = h
+        self._props = self._topic = None
 
     total_size = property(lambda self: self._h[0])
     magic = property(lambda self: self._h[1])
