@@ -307,3 +307,20 @@ def test_unresolved_half_message_is_checked_back_with_the_producer(tmp_path):
         finally:
             await producer.close()
     asyncio.run(with_broker(tmp_path, scenario, transaction_timeout_s=0.0))
+
+
+def test_malformed_batch_bodies_are_refused_naming_the_record(tmp_path):
+    good = encode_batch([(0, b"ok", "KEYS\x01k\x02")])
+    bad_utf8 = good + encode_batch([(0, b"x", "KEYS\x01k\x02")]).replace(b"KEYS\x01k", b"KEYS\x01\xff")
+    cases = {good[:-3]: "at byte 0 has inconsistent lengths", good + b"\x00\x00": f"at byte {len(good)} is truncated",
+             bad_utf8: "batch record 1: properties are not UTF-8",
+             encode_batch([(0, b"x", "KEYS\x01k")]): "message 0: properties are not"}
+
+    async def scenario(broker, client):
+        for body, why in cases.items():
+            req = send_v2("BadBatch", body)
+            req.code = RequestCode.SEND_BATCH_MESSAGE
+            r = await client.invoke(req, timeout_s=5)
+            assert r.code != ResponseCode.SUCCESS and why in (r.remark or ""), (why, r.code, r.remark)
+        assert broker.store.max_offset("BadBatch", 0) == 0          # nothing of a refused batch was stored
+    asyncio.run(with_broker(tmp_path, scenario))

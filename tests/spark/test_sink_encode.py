@@ -34,7 +34,7 @@ def test_rows_round_trip_through_the_broker_decoder_and_split_into_chunks(fixed_
         ("properties", pa.map_(pa.string(), pa.string()))])), None)
     parts = list(chunks(group, 2, 1 << 20))
     assert [c for _, c, _ in parts] == [2, 2, 1]
-    decoded = [m for body, _, _ in parts for m in decode_batch(body)]
+    decoded = [m for body, _, _ in parts for m in zip(*decode_batch(body))]
     assert [m[1] for m in decoded] == rows["body"]
     assert decoded[0][2] == "UNIQ_KEY\x01" + "0" * 32 + "\x02KEYS\x01k1 k2\x02a\x011\x02"
     assert decoded[3][2].endswith("b\x012\x02c\x013\x02")

@@ -379,3 +379,12 @@ def test_check_record_names_what_is_wrong():
         check_record(bytes(flipped), 0, len(good), offset=100)
     with pytest.raises(RecordError, match="bad magic"):
         check_record(bytes(4) + b"\x00\x00\x00\x01" + good[8:], 0, len(good), offset=100)
+
+
+@pytest.mark.parametrize("host", ["10.1.2.3:10911", "[2001:db8::7]:10911"])
+def test_batch_message_ids_are_the_offset_ids_of_each_record(tmp_path, host):
+    store = open_golden_store(tmp_path, store_host=host)
+    rs = store.put_messages([Message(topic="T", body=b"x" * (i + 1)) for i in range(5)])
+    store.shutdown()
+    assert rs.msg_ids == [offset_msg_id(HostAddress.parse(host), r.physical_offset) for r in rs]
+    assert [decode_offset_msg_id(m)[1] for m in rs.msg_ids] == [r.physical_offset for r in rs]

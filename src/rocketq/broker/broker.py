@@ -356,11 +356,10 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
-        records = decode_batch(cmd.body)
-        if not records:
+        flags, bodies, texts = decode_batch(cmd.body)
+        if not bodies:
             return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-        flags, bodies, texts = zip(*records)
-        msgs = EncodedBatch(tc.topic_name, self._queue_id(cmd, tc), flags, bodies, texts,
+        msgs = EncodedBatch(tc.topic_name, self._queue_id(cmd, tc), tuple(flags), tuple(bodies), tuple(texts),
                             sys_flag=cmd.get_int("sysFlag", 0), born_timestamp=cmd.get_int("bornTimestamp", 0),
                             born_host=_host_of(conn), reconsume_times=cmd.get_int("reconsumeTimes", 0))
         with self.flow_control.sending():

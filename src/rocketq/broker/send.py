@@ -59,6 +59,7 @@ STATUS_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL, PutStatus.OS_PAGE_CACHE_BUSY: ResponseCode.SYSTEM_BUSY,
     PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
 }
+_U16 = struct.Struct(">H")
 _BATCH_HEAD = struct.Struct(">iiiii")
 
 
@@ -114,24 +115,38 @@ def route_timer(msg: Message, policy: TimerPolicy, *, broker_name: str, now_ms: 
     return TimerRouting(parked, recall_handle=recall_handle(parked, broker_name))
 
 
-def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
-    """(flag, body, properties text) per message of a batch body; raises RemotingCommandError."""
-    out = []
+def decode_batch(body: bytes) -> tuple[list[int], list[bytes], list[str]]:
+    """The flags, bodies and properties texts of a batch body's messages; raises RemotingCommandError."""
+    flags, bodies, props = [], [], []
     pos, end = 0, len(body)
+    head, unpack_head, unpack_u16 = _BATCH_HEAD.size, _BATCH_HEAD.unpack_from, _U16.unpack_from
     while pos < end:
-        if end - pos < _BATCH_HEAD.size:
+        if end - pos < head:
             raise RemotingCommandError("body", f"batch record at byte {pos} is truncated")
-        total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(body, pos)
-        if total < _BATCH_HEAD.size + 2 or pos + total > end or blen < 0 or _BATCH_HEAD.size + blen + 2 > total:
+        total, _magic, _crc, flag, blen = unpack_head(body, pos)
+        if total < head + 2 or pos + total > end or blen < 0 or head + blen + 2 > total:
             raise RemotingCommandError("body", f"batch record at byte {pos} has inconsistent lengths")
-        p = pos + _BATCH_HEAD.size
-        msg_body = body[p:p + blen]
-        plen = int.from_bytes(body[p + blen:p + blen + 2], "big")
-        if _BATCH_HEAD.size + blen + 2 + plen != total:
+        p = pos + head + blen
+        if head + blen + 2 + unpack_u16(body, p)[0] != total:
             raise RemotingCommandError("body", f"batch record at byte {pos}: properties length does not fit")
-        out.append((flag, msg_body, body[p + blen + 2:p + blen + 2 + plen].decode()))
+        flags.append(flag)
+        bodies.append(body[pos + head:p])
+        props.append(body[p + 2:pos + total])
         pos += total
-    return out
+    try:
+        texts = list(map(bytes.decode, props))
+    except UnicodeDecodeError:
+        bad = next(i for i, p in enumerate(props) if not _is_utf8(p))
+        raise RemotingCommandError("body", f"batch record {bad}: properties are not UTF-8") from None
+    return flags, bodies, texts
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def encode_batch(messages: list[tuple[int, bytes, str]]) -> bytes:

@@ -172,11 +172,7 @@ class IndexSink:
 
     def dispatch(self, batch: DispatchBatch) -> None:
         keys, uniqs, topics, flags = batch.keys, batch.uniq_keys, batch.topics, batch.sys_flags
-        n = len(topics)
-        if (topics.count(topics[0]) == n and uniqs.count(None) == n and None not in keys
-                and not any(f & ROLLBACK == ROLLBACK for f in flags) and " " not in "".join(keys)):
-            # the common shape: one topic, one key per message, no unique keys
-            self._index.put_batch(list(keys), batch.phys, batch.store_ts, prefix=topics[0] + "#")
+        if self._dispatch_uniform(batch):
             return
         full: list[str] = []
         rows: list[int] = []
@@ -192,6 +188,27 @@ class IndexSink:
         if full:
             idx = np.array(rows, dtype=np.int64)
             self._index.put_batch(full, batch.phys[idx], batch.store_ts[idx])
+
+    def _dispatch_uniform(self, batch: DispatchBatch) -> bool:
+        """The common shapes without a loop per message: one topic, no rolled-back records, and
+        either every message or none with one key word, and either every message or none with a
+        unique key.  Returns False for anything else."""
+        keys, uniqs, topics = batch.keys, batch.uniq_keys, batch.topics
+        n = len(topics)
+        if topics.count(topics[0]) != n or any(f & ROLLBACK == ROLLBACK for f in batch.sys_flags):
+            return False
+        with_keys = all(keys) and " " not in "".join(keys)
+        with_uniqs = all(uniqs)
+        if not (with_keys or keys.count(None) == n) or not (with_uniqs or uniqs.count(None) == n):
+            return False
+        prefix = topics[0] + "#"
+        if with_keys and with_uniqs:                 # a message's keys, then its unique key
+            both = [None] * (2 * n)
+            both[0::2], both[1::2] = keys, uniqs
+            self._index.put_batch(both, np.repeat(batch.phys, 2), np.repeat(batch.store_ts, 2), prefix=prefix)
+        elif with_keys or with_uniqs:
+            self._index.put_batch(list(keys if with_keys else uniqs), batch.phys, batch.store_ts, prefix=prefix)
+        return True
 
 
 class Dispatcher:

@@ -19,7 +19,7 @@ from operator import attrgetter
 from rocketq.common.crc import body_crc, body_crcs
 from rocketq.common.message import DEFAULT_BORN_HOST, Message
 from rocketq.common.msgid import HostAddress
-from rocketq.common.properties import IllegalPropertyError, check_separators, decode_properties
+from rocketq.common.properties import IllegalPropertyError, PropertyColumns, check_separators, decode_properties
 from rocketq.common.sysflag import (
     BORNHOST_V6,
     PROPERTY_DELAY,
@@ -236,17 +236,13 @@ def prepare_encoded(eb: EncodedBatch, *, max_message_size: int) -> PreparedBatch
         bad = next(i for i, size in enumerate(blens) if size > max_message_size)
         raise PutError(PutStatus.MESSAGE_ILLEGAL, f"message {bad} (topic {eb.topic!r}): body of {blens[bad]} "
                                                   f"bytes exceeds maxMessageSize {max_message_size}")
-    tags, keys, uniqs = [], [], []
-    for i, text in enumerate(eb.props_texts):
-        pairs = text.split("\x02")
-        if pairs[-1] or any(p.count("\x01") != 1 for p in pairs[:-1]):
-            raise PutError(PutStatus.MESSAGE_ILLEGAL, f"message {i}: properties are not k\\x01v\\x02 pairs")
-        props = dict(p.split("\x01") for p in pairs[:-1])
-        if PROPERTY_DELAY in props:
-            return None
-        tags.append(props.get(PROPERTY_TAGS))
-        keys.append(props.get(PROPERTY_KEYS))
-        uniqs.append(props.get(PROPERTY_UNIQ_KEY))
+    try:
+        props = PropertyColumns(eb.props_texts)
+    except IllegalPropertyError as exc:
+        raise PutError(PutStatus.MESSAGE_ILLEGAL, str(exc)) from None
+    if props.has(PROPERTY_DELAY):
+        return None
+    tags, keys, uniqs = (props.column(name) for name in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
     props_bs = list(map(str.encode, eb.props_texts))
     if max(map(len, props_bs)) > MAX_PROPERTIES_BYTES:
         bad = next(i for i, p in enumerate(props_bs) if len(p) > MAX_PROPERTIES_BYTES)

@@ -95,7 +95,9 @@ class BatchPutResult:
     @property
     def msg_ids(self) -> list[str]:
         """All offset message ids (RocketMQ joins them with ',' in a batch send response)."""
-        return [offset_msg_id(self._store_host, p) for p in self._offsets]
+        host = self._store_host
+        template = offset_msg_id(host, 0)[:-16] + "%016X"        # the host part is the same for all
+        return list(map(template.__mod__, self._offsets))
 
 
 class GetStatus(str, Enum):
