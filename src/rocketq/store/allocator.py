@@ -1,7 +1,8 @@
 """Background preallocation of the next segment (RocketMQ ``AllocateMappedFileService``).
 
-Creating a segment means reserving its blocks, mapping it and, optionally, faulting its pages
-in; for a 1 GiB file that is seconds of work that must not happen under the put lock.  When the
+Creating a segment means reserving its blocks, mapping it and faulting its pages in (for
+writing with ``warmMapedFileEnable``, which dirties them with zeros as RocketMQ's warm-up does;
+else read-only, ``prefault_mapped_file_enable``, which dirties nothing); for a 1 GiB file that is seconds of work that must not happen under the put lock.  When the
 writer asks for segment N, the service hands over N (already made, or made now) and starts
 making N+1 in the background, so the next roll is a list append.
 
@@ -26,11 +27,13 @@ ALLOCATE_WAIT_TIMEOUT_S = 5.0
 
 
 class AllocateService:
-    def __init__(self, factory: Callable[[Path], MappedFile], *, warm: bool = False):
+    def __init__(self, factory: Callable[[Path], MappedFile], *, warm: bool = False, prefault: bool = False):
         self._factory = factory
         self._warm = warm
+        self._prefault = prefault
         self._cond = threading.Condition()
         self._pending: list[Path] = []
+        self._to_prefault: list[MappedFile] = []        # made in the foreground: fault in behind the writer
         self._ready: dict[Path, MappedFile | BaseException] = {}
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="rocketq-allocate", daemon=True)
@@ -53,19 +56,39 @@ class AllocateService:
             return result
         if isinstance(result, BaseException):
             log.warning("background preallocation of %s failed (%s); retrying in the foreground", path, result)
-        return self._factory(path)
+        mf = self._factory(path)
+        self.prefault_later(mf)
+        return mf
+
+    def prefault_later(self, mf: MappedFile) -> None:
+        """Fault *mf*'s unwritten pages in read-only on this service's thread (a segment made in the
+        foreground, or the one a restarted store appends to), while the writer goes on."""
+        if self._prefault and not self._warm:
+            with self._cond:
+                self._to_prefault.append(mf)
+                self._cond.notify_all()
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._stopped or any(p not in self._ready for p in self._pending))
+                self._cond.wait_for(lambda: self._stopped or self._to_prefault
+                                    or any(p not in self._ready for p in self._pending))
                 if self._stopped:
                     return
-                path = next(p for p in self._pending if p not in self._ready)
+                if self._to_prefault:
+                    segment = self._to_prefault.pop(0)
+                    path = None
+                else:
+                    path = next(p for p in self._pending if p not in self._ready)
+            if path is None:
+                segment.prefault()          # a closed segment raises nothing here (see prefault)
+                continue
             try:
                 mf: MappedFile | BaseException = self._factory(path)
                 if self._warm:
                     mf.warm()
+                elif self._prefault:
+                    mf.prefault()
             except Exception as exc:   # reported to the writer when it asks for this path
                 mf = exc
             with self._cond:
@@ -86,3 +109,4 @@ class AllocateService:
             if isinstance(mf, MappedFile):
                 mf.destroy()
         self._ready.clear()
+        self._to_prefault.clear()

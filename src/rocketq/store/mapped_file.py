@@ -27,6 +27,8 @@ OS_PAGE_SIZE = 4096
 ZERO_CHUNK_BYTES = 1 << 20
 WARM_STEP_BYTES = 64 << 20
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
+PREFAULT_STEP_BYTES = 8 << 20
 FILE_NAME_DIGITS = 20
 
 
@@ -179,6 +181,24 @@ class MappedFile:
             view = np.frombuffer(self._mm, dtype=np.uint8)
             view[start::OS_PAGE_SIZE] = 0
             del view
+
+    def prefault(self) -> None:
+        """Map every page past the written data read-only now (``MADV_POPULATE_READ``, Linux 5.14+;
+        nothing on older kernels), so an append's first write to a page costs a write-protect fault
+        instead of a full one.
+
+        Unlike :meth:`warm` this dirties nothing, so no zeros are written to the disk; the pages
+        are clean page cache until data lands in them.  A broker appending 1 KiB messages spent
+        ~3 us per message in page faults on the event loop's thread without it (the allocator
+        does this for the next segment, off the put path).  Steps of 8 MiB (a few ms each)
+        let other threads have the GIL in between.
+        """
+        start = -(-self.wrote // OS_PAGE_SIZE) * OS_PAGE_SIZE
+        try:
+            for off in range(start, self.file_size, PREFAULT_STEP_BYTES):
+                self._mm.madvise(MADV_POPULATE_READ, off, min(PREFAULT_STEP_BYTES, self.file_size - off))
+        except (OSError, ValueError):
+            pass
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -101,7 +101,7 @@ class MessageStore(StoreMaintenance):
         if self._reserve is not None:
             kwargs["reserve"] = self._reserve
         self._allocator = AllocateService(lambda p: MappedFile(p, cfg.commitlog_file_size, **kwargs),
-                                          warm=cfg.warm_mapped_file_enable)
+                                          warm=cfg.warm_mapped_file_enable, prefault=cfg.prefault_mapped_file_enable)
         self.commitlog = CommitLog(paths.commitlog, file_size=cfg.commitlog_file_size, store_host=self.store_host,
                                    allocator=self._allocator, transient_pool=pool, reserve=self._reserve)
         self.commitlog.files.load()
@@ -125,6 +125,8 @@ class MessageStore(StoreMaintenance):
                                     "messageIndexEnable": cfg.message_index_enable})
         if cfg.warm_mapped_file_enable:
             self.commitlog.files.last_for_append().warm()
+        elif self.commitlog.files.files:
+            self._allocator.prefault_later(self.commitlog.files.files[-1])
         create_abort_marker(paths.abort)
         self._start_services()
         self.running = True
