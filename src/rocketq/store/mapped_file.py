@@ -17,6 +17,7 @@ background threads.  Positions are plain ints: CPython assigns them atomically.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 from pathlib import Path
@@ -28,7 +29,10 @@ ZERO_CHUNK_BYTES = 1 << 20
 WARM_STEP_BYTES = 64 << 20
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
-PREFAULT_STEP_BYTES = 8 << 20
+PREFAULT_STEP_BYTES = 64 << 20
+_madvise = ctypes.CDLL(None, use_errno=True).madvise
+_madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_madvise.restype = ctypes.c_int
 FILE_NAME_DIGITS = 20
 
 
@@ -190,15 +194,22 @@ class MappedFile:
         Unlike :meth:`warm` this dirties nothing, so no zeros are written to the disk; the pages
         are clean page cache until data lands in them.  A broker appending 1 KiB messages spent
         ~3 us per message in page faults on the event loop's thread without it (the allocator
-        does this for the next segment, off the put path).  Steps of 8 MiB (a few ms each)
-        let other threads have the GIL in between.
+        does this for the next segment, off the put path).  The call goes through ctypes, which
+        lets go of the GIL for it (``mmap.madvise`` holds it: ~0.2 s per GiB the event loop would
+        wait); should the segment be unmapped meanwhile, madvise fails with ENOMEM and this stops.
         """
         start = -(-self.wrote // OS_PAGE_SIZE) * OS_PAGE_SIZE
+        if start >= self.file_size or self.closed:
+            return
         try:
-            for off in range(start, self.file_size, PREFAULT_STEP_BYTES):
-                self._mm.madvise(MADV_POPULATE_READ, off, min(PREFAULT_STEP_BYTES, self.file_size - off))
-        except (OSError, ValueError):
-            pass
+            exported = ctypes.c_char.from_buffer(self._mm)
+        except (TypeError, ValueError):          # closed meanwhile
+            return
+        base = ctypes.addressof(exported)
+        del exported                             # the address stays valid while the mapping lives
+        for off in range(start, self.file_size, PREFAULT_STEP_BYTES):
+            if _madvise(base + off, min(PREFAULT_STEP_BYTES, self.file_size - off), MADV_POPULATE_READ) != 0:
+                return
 
     # -- reading -----------------------------------------------------------------------------
 
