@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from rocketq.common import properties
 from rocketq.common.properties import IllegalPropertyError, PropertyColumns
 
 NAMES = ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "XKEYS", "KEYSX", ""]
@@ -25,14 +26,23 @@ def _text(rng: random.Random) -> str:
         value = rng.choice(["", "v", "KEYS", "a b", "TAGS\x03", "\u00e9t\u00e9", "UNIQ_KEY"]) + str(rng.randrange(99))
         pairs.append(f"{name}\x01{value}\x02")
     text = "".join(pairs)
-    if rng.random() < 0.05:                 # damage: a separator added or removed somewhere
+    if rng.random() < 0.08:                 # damage: separators added, removed or swapped somewhere
         at = rng.randrange(len(text) + 1)
-        text = text[:at] + rng.choice(["\x01", "\x02"]) + text[at:] if rng.random() < 0.5 or not text \
-            else text[:at] + text[at + 1:]
+        kind = rng.choice(["add", "add two", "remove", "swap"]) if text else "add"
+        if kind.startswith("add"):
+            text = text[:at] + "".join(rng.choice("\x01\x02") for _ in range(1 + (kind == "add two"))) + text[at:]
+        elif kind == "remove":
+            text = text[:at] + text[at + 1:]
+        else:
+            seps = [i for i, c in enumerate(text) if c in "\x01\x02"]
+            i = rng.choice(seps)
+            text = text[:i] + ("\x02" if text[i] == "\x01" else "\x01") + text[i + 1:]
     return text
 
 
-def test_columns_match_a_dict_per_message_and_malformed_strings_are_named():
+@pytest.mark.parametrize("numpy_from", [0, 1 << 30])     # the separator check on bytes, and the regex
+def test_columns_match_a_dict_per_message_and_malformed_strings_are_named(monkeypatch, numpy_from):
+    monkeypatch.setattr(properties, "_NUMPY_MIN_CHARS", numpy_from)
     seed = random.randrange(1 << 30)
     print(f"seed={seed}")
     rng = random.Random(seed)

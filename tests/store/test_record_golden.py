@@ -381,10 +381,13 @@ def test_check_record_names_what_is_wrong():
         check_record(bytes(4) + b"\x00\x00\x00\x01" + good[8:], 0, len(good), offset=100)
 
 
+@pytest.mark.parametrize("count", [5, 40])          # formatted one by one, and vectorised
 @pytest.mark.parametrize("host", ["10.1.2.3:10911", "[2001:db8::7]:10911"])
-def test_batch_message_ids_are_the_offset_ids_of_each_record(tmp_path, host):
+def test_batch_message_ids_are_the_offset_ids_of_each_record(tmp_path, host, count):
     store = open_golden_store(tmp_path, store_host=host)
-    rs = store.put_messages([Message(topic="T", body=b"x" * (i + 1)) for i in range(5)])
+    store.put_messages([Message(topic="T", body=b"y" * 70_000)] * 300)     # offsets past 2**24
+    rs = store.put_messages([Message(topic="T", body=b"x" * (i + 1)) for i in range(count)])
     store.shutdown()
     assert rs.msg_ids == [offset_msg_id(HostAddress.parse(host), r.physical_offset) for r in rs]
+    assert rs.joined_msg_ids() == ",".join(rs.msg_ids)
     assert [decode_offset_msg_id(m)[1] for m in rs.msg_ids] == [r.physical_offset for r in rs]

@@ -377,7 +377,7 @@ class Broker:
             code = await self.replication.replicated(last.physical_offset + last.wrote_bytes) or code
         first = rs[0]
         return RemotingCommand.create_response(cmd, code, None, {
-            "msgId": ",".join(rs.msg_ids), "queueId": first.queue_id, "queueOffset": first.queue_offset})
+            "msgId": rs.joined_msg_ids(), "queueId": first.queue_id, "queueOffset": first.queue_offset})
 
     # -- clients -----------------------------------------------------------------------------
 

@@ -123,7 +123,12 @@ class ConsumeQueueSink:
                 codes = [self._deliver_time(batch, int(i)) for i in rows]
             else:
                 tags = batch.tags
-                codes = [tag_hash(tags[i]) for i in rows] if len(rows) != len(batch) else list(map(tag_hash, tags))
+                if tags.count(None) == len(tags):
+                    codes = 0                                   # no message has a tag (hash 0)
+                elif len(rows) != len(batch):
+                    codes = [tag_hash(tags[i]) for i in rows]
+                else:
+                    codes = list(map(tag_hash, tags))
             units = np.empty(len(rows), dtype=CQ_DTYPE)
             units["phy"] = batch.phys[rows]
             units["size"] = batch.sizes[rows]
@@ -152,7 +157,7 @@ def _group_rows(batch: DispatchBatch) -> Iterable[tuple[tuple[str, int], np.ndar
     topics, qids, flags = batch.topics, batch.queue_ids, batch.sys_flags
     n = len(topics)
     uniform = topics.count(topics[0]) == n and qids.count(qids[0]) == n
-    consumable_all = not any(f & NOT_CONSUMABLE for f in flags)
+    consumable_all = flags.count(0) == n or not any(map(NOT_CONSUMABLE.__and__, flags))
     if uniform and consumable_all:
         yield (topics[0], qids[0]), None
         return
@@ -195,7 +200,8 @@ class IndexSink:
         unique key.  Returns False for anything else."""
         keys, uniqs, topics = batch.keys, batch.uniq_keys, batch.topics
         n = len(topics)
-        if topics.count(topics[0]) != n or any(f & ROLLBACK == ROLLBACK for f in batch.sys_flags):
+        flags = batch.sys_flags
+        if topics.count(topics[0]) != n or (flags.count(0) != n and ROLLBACK in map(ROLLBACK.__and__, flags)):
             return False
         with_keys = all(keys) and " " not in "".join(keys)
         with_uniqs = all(uniqs)
