@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from rocketq.store import Message, MessageStore, StoreConfig
+from rocketq.store import allocator
 from rocketq.store.allocator import AllocateService
 from rocketq.store.mapped_file import MappedFile
 
@@ -57,32 +58,51 @@ def test_a_prefaulted_segment_reads_without_faults_and_nothing_is_dirtied(tmp_pa
         warm.close()
 
 
-def test_segments_made_in_the_foreground_are_prefaulted_behind_the_writer(tmp_path, monkeypatch):
-    done = []
-    monkeypatch.setattr(MappedFile, "prefault", lambda self: done.append(self.path.name))
-    allocator = AllocateService(lambda p: MappedFile(p, SIZE), prefault=True)
+def _until(what, predicate, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.005)
+
+
+def test_the_allocator_maps_a_window_ahead_of_the_writer_only(tmp_path, monkeypatch):
+    ends = []
+    real = MappedFile.prefault
+    monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: (ends.append(end), real(self, end)))
+    monkeypatch.setattr(allocator, "PREFAULT_AHEAD_BYTES", 1 << 20)
+    monkeypatch.setattr(allocator, "PREFAULT_MIN_STEP_BYTES", 256 << 10)
+    service = AllocateService(lambda p: MappedFile(p, SIZE), prefault=True)
     try:
-        allocator.get(tmp_path / "00000000000000000000", None)
-        deadline = time.monotonic() + 10
-        while done != ["00000000000000000000"]:
-            assert time.monotonic() < deadline, done
-            time.sleep(0.01)
+        mf = service.get(tmp_path / f"{0:020d}", None)
+        _until("the first window", lambda: ends == [1 << 20])
+        assert _read_faults(mf) > 8                               # the rest of the segment is left alone
+        mf.wrote = (1 << 20) + 100_000                            # the writer moves on
+        _until("the next window", lambda: ends[-1:] == [(2 << 20) + 100_000])
+        mf.wrote = SIZE - 10
+        _until("up to the end", lambda: ends[-1:] == [SIZE] and service._followed is None)
     finally:
-        allocator.shutdown()
+        service.shutdown()
 
 
-def test_the_store_prefaults_its_first_and_next_segments_but_not_when_warming(tmp_path, monkeypatch):
-    done = []
-    monkeypatch.setattr(MappedFile, "prefault", lambda self: done.append(self.path.name))
+def test_the_store_follows_its_segments_but_not_when_warming(tmp_path, monkeypatch):
+    followed = []
+    monkeypatch.setattr(AllocateService, "follow", lambda self, mf: followed.append(mf.path.name))
     cfg = dict(commitlog_file_size=1 << 20, consume_queue_entries=1000, index_slots=101, index_max_entries=400)
     with MessageStore(StoreConfig(store_path=tmp_path / "s", **cfg)) as store:
-        for _ in range(12):
+        for _ in range(150):
             assert store.put_messages([Message(topic="P", body=b"x" * 1000, queue_id=0)] * 10).ok
-        deadline = time.monotonic() + 10
-        while not {"00000000000000000000", "00000000000001048576"} <= set(done):
-            assert time.monotonic() < deadline, done
-            time.sleep(0.01)
-    done.clear()
-    with MessageStore(StoreConfig(store_path=tmp_path / "w", warm_mapped_file_enable=True, **cfg)) as store:
-        assert store.put_messages([Message(topic="P", body=b"x" * 1000, queue_id=0)] * 10).ok
-    assert done == []
+    assert followed[:2] == ["00000000000000000000", "00000000000001048576"]
+    followed.clear()
+    with MessageStore(StoreConfig(store_path=tmp_path / "s", **cfg)) as store:      # a restart: the last one
+        assert followed == ["00000000000001048576"]
+
+
+def test_nothing_is_prefaulted_when_warming_or_switched_off(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: calls.append(end))
+    cfg = dict(commitlog_file_size=1 << 20, consume_queue_entries=1000, index_slots=101, index_max_entries=400)
+    for name, extra in (("w", {"warm_mapped_file_enable": True}), ("o", {"prefault_mapped_file_enable": False})):
+        with MessageStore(StoreConfig(store_path=tmp_path / name, **extra, **cfg)) as store:
+            assert store.put_messages([Message(topic="P", body=b"x" * 1000, queue_id=0)] * 10).ok
+            time.sleep(0.1)           # give a wrongly started follower time to show itself (no condition to wait on)
+    assert calls == []

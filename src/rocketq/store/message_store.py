@@ -126,7 +126,7 @@ class MessageStore(StoreMaintenance):
         if cfg.warm_mapped_file_enable:
             self.commitlog.files.last_for_append().warm()
         elif self.commitlog.files.files:
-            self._allocator.prefault_later(self.commitlog.files.files[-1])
+            self._allocator.follow(self.commitlog.files.files[-1])
         create_abort_marker(paths.abort)
         self._start_services()
         self.running = True
