@@ -1,6 +1,7 @@
 """Segments are faulted in read-only ahead of the writer (MADV_POPULATE_READ), dirtying nothing."""
 
 import resource
+import threading
 import time
 
 import numpy as np
@@ -108,3 +109,31 @@ def test_nothing_is_prefaulted_when_warming_or_switched_off(tmp_path, monkeypatc
             assert store.put_messages([Message(topic="P", body=b"x" * 1000, queue_id=0)] * 10).ok
             time.sleep(0.1)           # give a wrongly started follower time to show itself (no condition to wait on)
     assert calls == []
+
+
+def test_a_segment_the_writer_stopped_waiting_for_is_not_deleted_by_the_late_allocator(tmp_path, monkeypatch):
+    """The writer waits ALLOCATE_WAIT_TIMEOUT_S for a segment made ahead, then opens it itself;
+    when the background allocation finishes after that, the file (now in use) must stay."""
+    entered, release, made = threading.Event(), threading.Event(), []
+    first, second = tmp_path / f"{0:020d}", tmp_path / f"{SIZE:020d}"
+
+    def factory(path):
+        if threading.current_thread().name != "rocketq-allocate":
+            return MappedFile(path, SIZE)                 # the writer's own, in the foreground
+        entered.set()
+        release.wait(10)
+        made.append(MappedFile(path, SIZE))
+        return made[-1]
+
+    monkeypatch.setattr(allocator, "ALLOCATE_WAIT_TIMEOUT_S", 0.05)
+    service = AllocateService(factory)
+    try:
+        service.get(first, second)                      # queues the second: made slowly in the background
+        assert entered.wait(10)
+        mine = service.get(second, None)                # gives up waiting, opens it in the foreground
+        mine.append(b"acknowledged")
+        release.set()
+        _until("the late allocation is let go", lambda: made and made[0].closed)
+        assert second.exists() and second.read_bytes()[:12] == b"acknowledged"
+    finally:
+        service.shutdown()

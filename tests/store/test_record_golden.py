@@ -391,3 +391,11 @@ def test_batch_message_ids_are_the_offset_ids_of_each_record(tmp_path, host, cou
     assert rs.msg_ids == [offset_msg_id(HostAddress.parse(host), r.physical_offset) for r in rs]
     assert rs.joined_msg_ids() == ",".join(rs.msg_ids)
     assert [decode_offset_msg_id(m)[1] for m in rs.msg_ids] == [r.physical_offset for r in rs]
+
+
+def test_message_ids_of_an_empty_or_failed_batch():
+    from rocketq.store.results import BatchPutResult, PutStatus
+    host = HostAddress.parse("10.1.2.3:10911")
+    assert BatchPutResult(PutStatus.PUT_OK, store_host=host).msg_ids == []
+    failed = BatchPutResult(PutStatus.MESSAGE_ILLEGAL, count=40, store_host=host)
+    assert failed.msg_ids == [offset_msg_id(host, -1)] * 40

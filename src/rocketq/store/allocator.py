@@ -102,7 +102,10 @@ class AllocateService:
             with self._cond:
                 if self._stopped or path not in self._pending:
                     if isinstance(mf, MappedFile):
-                        mf.destroy()
+                        if self._stopped:
+                            mf.destroy()            # made ahead, never handed out
+                        else:                       # the writer stopped waiting and opened it itself:
+                            mf.close(flush=False)   # its file is in use, only this mapping goes
                     continue
                 self._ready[path] = mf
                 self._cond.notify_all()

@@ -97,16 +97,18 @@ class BatchPutResult:
     @property
     def msg_ids(self) -> list[str]:
         """All offset message ids."""
-        return self.joined_msg_ids().split(",")
+        return self.joined_msg_ids().split(",") if self._offsets else []
 
     def joined_msg_ids(self) -> str:
         """The offset message ids joined with ',', as a batch send response carries them: the host
         part once, the offsets' hex digits for the whole batch in a few numpy operations."""
-        host_hex = offset_msg_id(self._store_host, 0)[:-16]
-        n, width = len(self._offsets), len(host_hex) + 17
-        if n < _VECTOR_IDS_MIN:
-            return ",".join(map((host_hex + "%016X").__mod__, self._offsets))
-        digits = np.asarray(self._offsets, dtype=">u8").view(np.uint8).reshape(n, 8)
+        host, offsets = self._store_host, self._offsets
+        n = len(offsets)
+        if n < _VECTOR_IDS_MIN or min(offsets) < 0:
+            return ",".join(offset_msg_id(host, p) for p in offsets)
+        host_hex = offset_msg_id(host, 0)[:-16]
+        width = len(host_hex) + 17
+        digits = np.asarray(offsets, dtype=">u8").view(np.uint8).reshape(n, 8)
         out = np.empty((n, width), dtype=np.uint8)
         out[:, :len(host_hex)] = np.frombuffer(host_hex.encode(), dtype=np.uint8)
         out[:, len(host_hex):width - 1:2] = _HEX[digits >> 4]
