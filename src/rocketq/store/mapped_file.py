@@ -30,9 +30,12 @@ WARM_STEP_BYTES = 64 << 20
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
 PREFAULT_STEP_BYTES = 64 << 20
-_madvise = ctypes.CDLL(None, use_errno=True).madvise
-_madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_madvise.restype = ctypes.c_int
+try:                                  # libc's madvise, called without the GIL (see MappedFile.prefault)
+    _madvise = ctypes.CDLL(None, use_errno=True).madvise
+    _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    _madvise.restype = ctypes.c_int
+except (OSError, AttributeError):      # no C library to load here: prefault() does nothing
+    _madvise = None
 FILE_NAME_DIGITS = 20
 
 
@@ -199,7 +202,7 @@ class MappedFile:
         """
         start = -(-self.wrote // OS_PAGE_SIZE) * OS_PAGE_SIZE
         end = self.file_size if end is None else min(end, self.file_size)
-        if start >= end or self.closed:
+        if start >= end or self.closed or _madvise is None:
             return
         try:
             exported = ctypes.c_char.from_buffer(self._mm)
