@@ -356,12 +356,13 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
-        flags, bodies, texts = decode_batch(cmd.body)
-        if not bodies:
+        records = decode_batch(cmd.body)
+        if not records.bodies:
             return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-        msgs = EncodedBatch(tc.topic_name, self._queue_id(cmd, tc), tuple(flags), tuple(bodies), tuple(texts),
+        msgs = EncodedBatch(tc.topic_name, self._queue_id(cmd, tc), records.flags, records.bodies, records.texts,
                             sys_flag=cmd.get_int("sysFlag", 0), born_timestamp=cmd.get_int("bornTimestamp", 0),
-                            born_host=_host_of(conn), reconsume_times=cmd.get_int("reconsumeTimes", 0))
+                            born_host=_host_of(conn), reconsume_times=cmd.get_int("reconsumeTimes", 0),
+                            props_bytes=records.props)
         with self.flow_control.sending():
             if self.store.group_commit is not None:      # SYNC_FLUSH waits for the fsync: not on the event loop
                 rs = await asyncio.to_thread(self.store.put_messages, msgs)
@@ -369,7 +370,7 @@ class Broker:
                 rs = self.store.put_messages(msgs)
         if not rs.ok:
             return RemotingCommand.create_response(cmd, STATUS_CODES[rs.status], rs.error or str(rs.status))
-        self.stats.put(msgs.topic, len(bodies), len(cmd.body))
+        self.stats.put(msgs.topic, len(records.bodies), len(cmd.body))
         self.replication.notify()
         code = STATUS_CODES[rs.status]
         if rs.ok:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from rocketq.broker.timer_messages import (
     TimerMessageIllegal,
@@ -115,8 +116,15 @@ def route_timer(msg: Message, policy: TimerPolicy, *, broker_name: str, now_ms: 
     return TimerRouting(parked, recall_handle=recall_handle(parked, broker_name))
 
 
-def decode_batch(body: bytes) -> tuple[list[int], list[bytes], list[str]]:
-    """The flags, bodies and properties texts of a batch body's messages; raises RemotingCommandError."""
+class BatchColumns(NamedTuple):
+    flags: list[int]
+    bodies: list[bytes]
+    texts: list[str]            # properties, decoded
+    props: list[bytes]          # the same, as they came
+
+
+def decode_batch(body: bytes) -> BatchColumns:
+    """The flags, bodies and properties of a batch body's messages; raises RemotingCommandError."""
     flags, bodies, props = [], [], []
     pos, end = 0, len(body)
     head, unpack_head, unpack_u16 = _BATCH_HEAD.size, _BATCH_HEAD.unpack_from, _U16.unpack_from
@@ -138,7 +146,7 @@ def decode_batch(body: bytes) -> tuple[list[int], list[bytes], list[str]]:
     except UnicodeDecodeError:
         bad = next(i for i, p in enumerate(props) if not _is_utf8(p))
         raise RemotingCommandError("body", f"batch record {bad}: properties are not UTF-8") from None
-    return flags, bodies, texts
+    return BatchColumns(flags, bodies, texts, props)
 
 
 def _is_utf8(data: bytes) -> bool:

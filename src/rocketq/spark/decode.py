@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.lib.stride_tricks import as_strided
 
+from rocketq.common.hexdigits import hex_digits
 from rocketq.common.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, plain_body
 from rocketq.store.record import MAGIC_V1, StoredMessage
 from rocketq.store.scan import HEADER_V4_DTYPE, gather_be, read_headers
@@ -62,7 +63,6 @@ def arrow_schema(columns) -> pa.Schema:
 
 TOPIC_SCHEMA = arrow_schema(TOPIC_COLUMNS)
 STORE_SCHEMA = arrow_schema(STORE_COLUMNS)
-_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _INLINE = 12
 
 
@@ -123,11 +123,7 @@ def fixed_width(cells: np.ndarray, typ=pa.string()) -> pa.Array:
 
 def hex_strings(raw: np.ndarray) -> pa.Array:
     """Each row of an (n, w) uint8 array as 2w upper-case hex characters (RocketMQ's id spelling)."""
-    n, w = raw.shape
-    chars = np.empty((n, 2 * w), dtype=np.uint8)
-    chars[:, 0::2] = _HEX[raw >> 4]
-    chars[:, 1::2] = _HEX[raw & 15]
-    return fixed_width(chars)
+    return fixed_width(hex_digits(raw))
 
 
 def offset_msg_ids(store_host: np.ndarray, phys: np.ndarray) -> pa.Array:

@@ -29,7 +29,6 @@ ZERO_CHUNK_BYTES = 1 << 20
 WARM_STEP_BYTES = 64 << 20
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
-PREFAULT_STEP_BYTES = 64 << 20
 try:                                  # libc's madvise, called without the GIL (see MappedFile.prefault)
     _madvise = ctypes.CDLL(None, use_errno=True).madvise
     _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
@@ -177,7 +176,7 @@ class MappedFile:
         steps so other threads get the GIL in between.  Older kernels fall back to writing a zero
         into each page past the data (never into a page that holds data).
         """
-        start = -(-self.wrote // OS_PAGE_SIZE) * OS_PAGE_SIZE
+        start = self._first_unwritten_page()
         try:
             for off in range(start, self.file_size, WARM_STEP_BYTES):
                 self._mm.madvise(MADV_POPULATE_WRITE, off, min(WARM_STEP_BYTES, self.file_size - off))
@@ -200,7 +199,7 @@ class MappedFile:
         per GiB here); should the segment be unmapped meanwhile, madvise fails with ENOMEM and
         this stops.
         """
-        start = -(-self.wrote // OS_PAGE_SIZE) * OS_PAGE_SIZE
+        start = self._first_unwritten_page()
         end = self.file_size if end is None else min(end, self.file_size)
         if start >= end or self.closed or _madvise is None:
             return
@@ -210,9 +209,10 @@ class MappedFile:
             return
         base = ctypes.addressof(exported)
         del exported                             # the address stays valid while the mapping lives
-        for off in range(start, end, PREFAULT_STEP_BYTES):
-            if _madvise(base + off, min(PREFAULT_STEP_BYTES, end - off), MADV_POPULATE_READ) != 0:
-                return
+        _madvise(base + start, end - start, MADV_POPULATE_READ)     # no GIL held: one call, no steps
+
+    def _first_unwritten_page(self) -> int:
+        return -(-self.wrote // OS_PAGE_SIZE) * OS_PAGE_SIZE
 
     # -- reading -----------------------------------------------------------------------------
 

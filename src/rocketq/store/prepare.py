@@ -12,6 +12,7 @@ already encoded) and builds the columns without a :class:`Message` per record.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import attrgetter
@@ -199,13 +200,14 @@ class EncodedBatch:
     :class:`Message`."""
     topic: str
     queue_id: int
-    flags: tuple[int, ...]
-    bodies: tuple[bytes, ...]
-    props_texts: tuple[str, ...]
+    flags: Sequence[int]
+    bodies: Sequence[bytes]
+    props_texts: Sequence[str]
     sys_flag: int = 0
     born_timestamp: int = 0
     born_host: HostAddress = DEFAULT_BORN_HOST
     reconsume_times: int = 0
+    props_bytes: Sequence[bytes] | None = None     # props_texts UTF-8 encoded, when the caller has them
 
     def to_messages(self) -> list[Message]:
         out = []
@@ -243,7 +245,7 @@ def prepare_encoded(eb: EncodedBatch, *, max_message_size: int) -> PreparedBatch
     if props.has(PROPERTY_DELAY):
         return None
     tags, keys, uniqs = (props.column(name) for name in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
-    props_bs = list(map(str.encode, eb.props_texts))
+    props_bs = eb.props_bytes if eb.props_bytes is not None else list(map(str.encode, eb.props_texts))
     if max(map(len, props_bs)) > MAX_PROPERTIES_BYTES:
         bad = next(i for i, p in enumerate(props_bs) if len(p) > MAX_PROPERTIES_BYTES)
         raise PutError(PutStatus.PROPERTIES_SIZE_EXCEEDED, f"message {bad} (topic {eb.topic!r}): properties are "

@@ -6,11 +6,13 @@ RocketMQ's, which the broker maps one-to-one onto response codes.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
 
+from rocketq.common.hexdigits import hex_digits
 from rocketq.common.msgid import HostAddress, offset_msg_id
 
 
@@ -106,19 +108,17 @@ class BatchPutResult:
         n = len(offsets)
         if n < _VECTOR_IDS_MIN or min(offsets) < 0:
             return ",".join(offset_msg_id(host, p) for p in offsets)
-        host_hex = offset_msg_id(host, 0)[:-16]
-        width = len(host_hex) + 17
-        digits = np.asarray(offsets, dtype=">u8").view(np.uint8).reshape(n, 8)
-        out = np.empty((n, width), dtype=np.uint8)
-        out[:, :len(host_hex)] = np.frombuffer(host_hex.encode(), dtype=np.uint8)
-        out[:, len(host_hex):width - 1:2] = _HEX[digits >> 4]
-        out[:, len(host_hex) + 1:width - 1:2] = _HEX[digits & 15]
+        host_bytes = host.ip + struct.pack(">i", host.port)
+        raw = np.empty((n, len(host_bytes) + 8), dtype=np.uint8)
+        raw[:, :len(host_bytes)] = np.frombuffer(host_bytes, dtype=np.uint8)
+        raw[:, len(host_bytes):] = np.asarray(offsets, dtype=">u8").view(np.uint8).reshape(n, 8)
+        out = np.empty((n, 2 * raw.shape[1] + 1), dtype=np.uint8)
+        out[:, :-1] = hex_digits(raw)
         out[:, -1] = ord(",")
         return out.tobytes()[:-1].decode()
 
 
 _VECTOR_IDS_MIN = 32
-_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 
 
 class GetStatus(str, Enum):
