@@ -235,6 +235,23 @@ def test_a_batch_never_straddles_segments(tmp_path):
 
 # ---- F.2 consume-queue unit -----------------------------------------------------------------------
 
+def test_stored_message_reads_in_place_at_any_position_of_a_shared_buffer(tmp_path):
+    """Records back to back (IPv4 and IPv6 hosts mixed) read in place equal the same records copied out."""
+    store = open_golden_store(tmp_path)
+    v6 = HostAddress.parse("[2001:db8::1]:40000")
+    results = [store.put_message(Message(topic=f"T{i}", body=bytes([i]) * i, tags=f"t{i}", keys=[f"k{i}"],
+                                         born_host=v6 if i % 2 else HostAddress.parse("10.0.0.1:7")))
+               for i in range(1, 6)]
+    store.shutdown()
+    raw = segment_bytes(tmp_path)
+    for r in results:
+        copied = StoredMessage(raw[r.physical_offset:r.physical_offset + r.wrote_bytes])
+        in_place = StoredMessage(raw, r.physical_offset)
+        assert in_place.raw == copied.raw and len(in_place.raw) == r.wrote_bytes
+        assert in_place.to_dict() == copied.to_dict()
+        assert (in_place.topic, in_place.tags, in_place.keys) == (copied.topic, copied.tags, copied.keys)
+
+
 def test_consume_queue_units_are_offset_size_taghash(tmp_path):
     store = open_golden_store(tmp_path)
     tags = ["TagA", None, "标签", "polygenelubricants", ""]

@@ -28,7 +28,7 @@ from rocketq.common import fastjson
 from rocketq.common.message import Message
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rocketq.remoting.connection import Handler
-from rocketq.store.record import StoredMessage
+from rocketq.store.record import MIN_RECORD_BYTES, StoredMessage
 
 DEFAULT_TIMEOUT_S = 3.0
 PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, PULL_FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
@@ -46,9 +46,9 @@ def split_records(body: bytes) -> list[StoredMessage]:
     out, pos, end = [], 0, len(body)
     while pos + 4 <= end:
         size = int.from_bytes(body[pos:pos + 4], "big")
-        if size <= 0 or pos + size > end:
+        if size < MIN_RECORD_BYTES or pos + size > end:
             raise MQClientError(-1, f"malformed message record at byte {pos} of a {end}-byte body")
-        out.append(StoredMessage(body[pos:pos + size]))
+        out.append(StoredMessage(body, pos))
         pos += size
     return out
 

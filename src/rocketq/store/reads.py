@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import Callable
 
 import numpy as np
@@ -131,7 +131,7 @@ class RecordRun(Sequence):
     def _all(self) -> list:
         if self._messages is None:
             cuts = self._cuts
-            self._messages = list(map(StoredMessage, map(self.blob.__getitem__, map(slice, cuts[:-1], cuts[1:]))))
+            self._messages = list(map(StoredMessage, repeat(self.blob, len(cuts) - 1), cuts[:-1]))
         return self._messages
 
     def __len__(self) -> int:

@@ -77,6 +77,7 @@ def record_struct(born_v6: bool, store_v6: bool, body_len: int, topic_len: int, 
 _HEADER_V4 = header_struct(False, False)
 _UNPACK_V4, _HEADER_V4_SIZE = _HEADER_V4.unpack_from, _HEADER_V4.size
 _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
+MIN_RECORD_BYTES = _HEADER_V4_SIZE + 1 + 2     # an IPv4 record with empty body, topic and properties
 
 
 def record_length(body_len: int, topic_len: int, props_len: int, *, born_v6: bool = False, store_v6: bool = False) -> int:
@@ -124,24 +125,32 @@ def peek(buf, pos: int, limit: int, *, offset: int) -> tuple[int, int]:
 class StoredMessage:
     """A record read back from the CommitLog, with every field of the layout.
 
-    The fixed header is unpacked once; topic and properties are decoded when first used, since
-    most readers (consumers shipping bytes, the dispatcher) never look at them.
+    The record is read in place: *buf* may hold many records back to back (a pull's run) and
+    *pos* is where this one starts, so making one costs no copy.  The fixed header is unpacked
+    once; topic and properties are decoded when first used, since most readers (consumers
+    shipping bytes, the dispatcher) never look at them.
     """
 
-    __slots__ = ("raw", "_h", "_tail", "_props", "_topic")
+    __slots__ = ("_buf", "_pos", "_h", "_tail", "_props", "_topic")
 
-    def __init__(self, raw: bytes):
-        self.raw = raw
-        h = _UNPACK_V4(raw)
+    def __init__(self, buf: bytes, pos: int = 0):
+        self._buf, self._pos = buf, pos
+        h = _UNPACK_V4(buf, pos)
         v6 = h[7] & _HOSTS_V6                             # SYSFLAG: IPv6 hosts make the header longer
         if v6:
             st = header_struct(bool(v6 & BORNHOST_V6), bool(v6 & STOREHOST_V6))
-            h = st.unpack_from(raw)
-            self._tail = st.size + h[16]
+            h = st.unpack_from(buf, pos)
+            self._tail = pos + st.size + h[16]
         else:
-            self._tail = _HEADER_V4_SIZE + h[16]
+            self._tail = pos + _HEADER_V4_SIZE + h[16]
         self._h = h
         self._props = self._topic = None
+
+    @property
+    def raw(self) -> bytes:
+        """This record's bytes (the buffer itself when it holds just this record)."""
+        pos = self._pos
+        return self._buf[pos:pos + self._h[0]]
 
     total_size = property(lambda self: self._h[0])
     magic = property(lambda self: self._h[1])
@@ -161,22 +170,22 @@ class StoredMessage:
     @property
     def body(self) -> bytes:
         end = self._tail
-        return self.raw[end - self._h[16]:end]
+        return self._buf[end - self._h[16]:end]
 
     @property
     def topic(self) -> str:
         if self._topic is None:
-            pos = self._tail
-            n = self.raw[pos]
-            self._topic = self.raw[pos + 1:pos + 1 + n].decode()
+            pos, buf = self._tail, self._buf
+            n = buf[pos]
+            self._topic = buf[pos + 1:pos + 1 + n].decode()
         return self._topic
 
     @property
     def properties_string(self) -> str:
-        pos = self._tail
-        pos += 1 + self.raw[pos]
-        n = int.from_bytes(self.raw[pos:pos + 2], "big")
-        return self.raw[pos + 2:pos + 2 + n].decode()
+        pos, buf = self._tail, self._buf
+        pos += 1 + buf[pos]
+        n = int.from_bytes(buf[pos:pos + 2], "big")
+        return buf[pos + 2:pos + 2 + n].decode()
 
     @property
     def properties(self) -> dict[str, str]:
