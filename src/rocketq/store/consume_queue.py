@@ -17,6 +17,7 @@ The queue is derived state: it can always be rebuilt from the CommitLog.
 from __future__ import annotations
 
 import bisect
+import struct
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +28,7 @@ from rocketq.store.mapped_file_queue import MappedFileQueue
 
 CQ_UNIT_SIZE = 20
 CQ_DTYPE = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tag", ">i8")])
+CQ_UNIT = struct.Struct(">qiq")         # the same unit, one at a time
 BLANK_SIZE = 0x7FFFFFFF
 _BLANK_UNIT = np.array([(0, BLANK_SIZE, 0)], dtype=CQ_DTYPE).tobytes()
 RECOVER_LAST_FILES = 3
@@ -55,25 +57,28 @@ class ConsumeQueue:
 
     def put(self, units: np.ndarray, first_offset: int) -> None:
         """Write *units* (CQ_DTYPE) as logical offsets first_offset, first_offset+1, ..."""
+        last = units[-1]
+        self.put_bytes(units.tobytes(), first_offset, int(last["phy"]) + int(last["size"]))
+
+    def put_bytes(self, data: bytes, first_offset: int, phy_end: int) -> None:
+        """:meth:`put` of units already encoded (20 bytes each); *phy_end* is the end of the last one's record."""
         end = self.files.max_offset()
         start = first_offset * CQ_UNIT_SIZE
         if start < end:                       # re-dispatch: skip what is already there
-            skip = (end - start) // CQ_UNIT_SIZE
-            if skip >= len(units):
+            if start + len(data) <= end:
                 return
-            units = units[skip:]
+            data = data[end - start:]
             start = end
         if start > end:
             self._fill_blanks(end, start)
-        data = memoryview(units.tobytes())
+        data = memoryview(data)
         pos = 0
         while pos < len(data):
             mf = self.files.last_for_append(start)
             n = min(len(data) - pos, mf.remaining)
             mf.append(data[pos:pos + n])
             pos += n
-        last = units[-1]
-        self.max_phy_offset = int(last["phy"]) + int(last["size"])
+        self.max_phy_offset = phy_end
 
     def _fill_blanks(self, end: int, start: int) -> None:
         if not self.files.files:

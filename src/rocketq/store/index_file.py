@@ -63,6 +63,8 @@ MAX_TIME_DIFF_S = (1 << 31) - 1     # timeDiff is an int32 number of seconds
 ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("tdiff", ">i4"), ("prev", ">i4")])
 _HEADER = struct.Struct(">qqqqii")
 _SLOT = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+END_PHY_POS, INDEX_COUNT_POS = 24, 36   # header fields read alone on the put path
 _ENTRY = struct.Struct(">iqii")
 SCALAR_PUT_MAX = 4                  # batches this small are written entry by entry (see _put_one)
 assert ENTRY_DTYPE.itemsize == ENTRY_SIZE == _ENTRY.size and _HEADER.size == HEADER_SIZE
@@ -175,9 +177,9 @@ class IndexFile:
     begin_timestamp = property(lambda self: self.header().begin_timestamp)
     end_timestamp = property(lambda self: self.header().end_timestamp)
     begin_phy_offset = property(lambda self: self.header().begin_phy_offset)
-    end_phy_offset = property(lambda self: self.header().end_phy_offset)
+    end_phy_offset = property(lambda self: _I64.unpack_from(self._mm, END_PHY_POS)[0])
     hash_slot_count = property(lambda self: self.header().hash_slot_count)
-    index_count = property(lambda self: self.header().index_count)
+    index_count = property(lambda self: max(_SLOT.unpack_from(self._mm, INDEX_COUNT_POS)[0], FIRST_ENTRY))
 
     def is_full(self) -> bool:
         return self.index_count >= self.max_entries
@@ -192,10 +194,7 @@ class IndexFile:
         if len(phy_offsets) < n or len(store_ts) < n:
             raise ValueError(f"{len(hashes)} hashes but {len(phy_offsets)} offsets and {len(store_ts)} times")
         if n <= SCALAR_PUT_MAX:
-            for i in range(n):
-                self._put_one(h, int(hashes[i]), int(phy_offsets[i]), int(store_ts[i]))
-                h = self.header()
-            return n
+            return self.put_entries(list(zip(map(int, hashes[:n]), map(int, phy_offsets[:n]), map(int, store_ts[:n]))))
         hashes = np.asarray(hashes[:n], dtype=np.int64)
         phys = np.asarray(phy_offsets[:n], dtype=np.int64)
         ts = np.asarray(store_ts[:n], dtype=np.int64)
@@ -212,6 +211,16 @@ class IndexFile:
                           h.hash_slot_count + newly_used, count + n)
         self._dirty = True
         return n
+
+    def put_entries(self, entries: list[tuple[int, int, int]]) -> int:
+        """:meth:`put` for a few (hash, offset, store time) tuples of Python ints, entry by entry."""
+        self._check_open()
+        h = self.header()
+        n = min(len(entries), self.max_entries - h.index_count)
+        for key_hash, phy, ts in entries[:n]:
+            self._put_one(h, key_hash, phy, ts)
+            h = self.header()
+        return max(n, 0)
 
     def _put_one(self, h: IndexHeader, key_hash: int, phy: int, ts: int) -> None:
         """One entry the way RocketMQ's ``putKey`` writes it (the numpy path costs ~40 us a call, too
