@@ -87,6 +87,8 @@ def test_remark_is_omitted_from_json_when_none_and_ext_values_are_sent_as_string
     assert "remark" not in header
     assert header["extFields"] == {"d": "4", "k": "false"}
     assert header["language"] == "PYTHON"
+    cmd.ext_fields.update({"late": 7, "flag": True, "gone": None})   # set after creation: still Java's strings
+    assert json.loads(encode(cmd)[8:])["extFields"] == {"d": "4", "k": "false", "late": "7", "flag": "true"}
 
 
 def test_binary_empty_remark_reads_back_as_none():

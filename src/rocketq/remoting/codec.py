@@ -90,7 +90,10 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
                            "opaque": int(cmd.opaque), "flag": int(cmd.flag)}
     if cmd.remark is not None:
         obj["remark"] = cmd.remark
-    obj["extFields"] = {k: to_ext_str(v) for k, v in cmd.ext_fields.items() if v is not None}
+    ext = cmd.ext_fields                           # str -> str already when made by create_request/response
+    if not all(map(str.__instancecheck__, ext.values())):
+        ext = {k: to_ext_str(v) for k, v in ext.items() if v is not None}
+    obj["extFields"] = ext
     obj["serializeTypeCurrentRPC"] = "JSON"
     try:
         return orjson.dumps(obj)
