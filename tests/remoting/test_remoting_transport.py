@@ -11,6 +11,7 @@ import json
 import logging
 import socket
 import struct
+import time
 
 import pytest
 
@@ -307,6 +308,46 @@ def test_writes_wait_for_drain_when_the_peer_does_not_read(run):
             assert all(cmd.body == body and cmd.is_oneway for cmd in received)
             assert largest <= high_water + len(body) + 1024
             writer.close()
+    run(main())
+
+
+def test_a_request_stuck_behind_a_full_socket_times_out_and_a_cancelled_one_leaves_nothing(run):
+    body = b"x" * (1 << 20)
+
+    async def main():
+        handler = Handler()
+        async with await start_server(handler) as server:
+            reader, writer = await raw_connect(server)          # a peer that stops reading
+            writer.write(encode(RemotingCommand(code=ECHO, opaque=1)))
+            await asyncio.wait_for(read_command(reader), WAIT_S)
+            conn = handler.conns[0]
+
+            async def flood_frames():
+                for _ in range(64):
+                    await conn.send_oneway(RemotingCommand.create_request(RequestCode.CHECK_TRANSACTION_STATE,
+                                                                          body=body))
+            flood = asyncio.ensure_future(flood_frames())
+            deadline = time.monotonic() + WAIT_S
+            while not conn._write_paused and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert conn._write_paused
+            started = time.monotonic()
+            with pytest.raises(RemotingTimeoutError):               # waits for drain, bounded by its timeout
+                await conn.send_request(RemotingCommand.create_request(RequestCode.CHECK_TRANSACTION_STATE),
+                                        timeout_s=0.3)
+            assert 0.25 <= time.monotonic() - started < WAIT_S and conn.pending == 0
+            flood.cancel()
+            writer.close()
+
+        async with await start_server(handler) as server, RemotingClient(HOST, server.port) as client:
+            task = asyncio.ensure_future(client.invoke(RemotingCommand.create_request(BLOCK), timeout_s=WAIT_S))
+            await handler.until_blocked(1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert client.connection.pending == 0
+            handler.release.set()
+            assert (await client.invoke(echo(5), timeout_s=WAIT_S)).get_int("i") == 5
     run(main())
 
 
