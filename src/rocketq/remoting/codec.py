@@ -264,6 +264,8 @@ def _command_from_json(obj: dict, where: str) -> RemotingCommand:
 
 def _json_int(obj: dict, key: str, where: str) -> int:
     raw = obj.get(key)
+    if raw.__class__ is int and _INT32[0] <= raw <= _INT32[1]:      # what every client sends
+        return raw
     if raw is None:
         return 0
     value = None if isinstance(raw, (bool, dict, list)) else parse_int_value(raw)
@@ -300,7 +302,8 @@ def _json_ext_fields(raw: Any, where: str) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise RemoteProtocolError(f"extFields is a JSON {type(raw).__name__}, not an object", where)
-    return {key: _json_text(value) for key, value in raw.items() if value is not None}
+    return {key: value if value.__class__ is str else _json_text(value) for key, value in raw.items()
+            if value is not None}
 
 
 def _decode_binary_header(header: bytes, where: str) -> RemotingCommand:

@@ -45,7 +45,8 @@ def normalize_ext_fields(fields: Mapping[str, Any] | None) -> dict[str, str]:
     """A fresh ``str -> str`` dict; ``None`` values are dropped like Java drops null fields."""
     if not fields:
         return {}
-    return {str(k): to_ext_str(v) for k, v in fields.items() if v is not None}
+    return {k if k.__class__ is str else str(k): v if v.__class__ is str else to_ext_str(v)
+            for k, v in fields.items() if v is not None}
 
 
 def coerce_language(value: LanguageCode | str | int) -> LanguageCode:
