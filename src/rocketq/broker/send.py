@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from itertools import repeat
 from typing import NamedTuple
 
 from rocketq.broker.timer_messages import (
@@ -159,9 +160,16 @@ def _is_utf8(data: bytes) -> bool:
 
 def encode_batch(messages: list[tuple[int, bytes, str]]) -> bytes:
     """The client side of :func:`decode_batch` (used by rocketq's client and tests)."""
-    parts = []
-    for flag, body, props in messages:
-        p = props.encode()
-        parts.append(_BATCH_HEAD.pack(_BATCH_HEAD.size + len(body) + 2 + len(p), 0, 0, flag, len(body)) + body
-                     + len(p).to_bytes(2, "big") + p)
+    if not messages:
+        return b""
+    flags, bodies, texts = zip(*messages)
+    props = [t.encode() for t in texts]
+    blens, plens = list(map(len, bodies)), list(map(len, props))
+    sizes = [_BATCH_HEAD.size + b + 2 + p for b, p in zip(blens, plens)]
+    n = len(bodies)
+    parts: list = [b""] * (4 * n)
+    parts[0::4] = map(_BATCH_HEAD.pack, sizes, repeat(0, n), repeat(0, n), flags, blens)
+    parts[1::4] = bodies
+    parts[2::4] = map(_U16.pack, plens)
+    parts[3::4] = props
     return b"".join(parts)

@@ -25,7 +25,7 @@ from rocketq.common.message import Message
 from rocketq.common.msgid import decode_offset_msg_id
 from rocketq.common.sysflag import PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_KEY
 from rocketq.common.validation import topic_error
-from rocketq.client.ids import unique_key
+from rocketq.client.ids import unique_key, unique_keys
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
 from rocketq.store.record import StoredMessage
 
@@ -145,8 +145,13 @@ class Producer:
         topics = {m.topic for m in msgs}
         if len(topics) != 1 or any(m.delay_level for m in msgs):
             raise MQClientError(-1, "a batch holds messages of one topic and without delay levels")
-        for m in msgs:
-            self._prepare(m)
+        check_message(msgs[0])
+        sizes = list(map(len, (m.body for m in msgs)))
+        if not all(sizes) or max(sizes) > MAX_BODY_BYTES:
+            check_message(msgs[next(i for i, n in enumerate(sizes) if not 0 < n <= MAX_BODY_BYTES)])
+        keyless = [m for m in msgs if PROPERTY_UNIQ_KEY not in m.properties]
+        for m, key in zip(keyless, unique_keys(len(keyless))):
+            m.properties = {**m.properties, PROPERTY_UNIQ_KEY: key}
         return await self._send_with_retries(msgs[0], msgs, queue, None, None, None)
 
     async def send_encoded_batch(self, topic: str, body: bytes, *, queue: MessageQueue | None = None) -> SendResult:
