@@ -1,4 +1,5 @@
-"""The client's reader of PULL_MESSAGE / QUERY_MESSAGE bodies (records in place, malformed bodies refused) and its message keys."""
+"""The client's own codec pieces: reading PULL_MESSAGE / QUERY_MESSAGE bodies (records in place,
+malformed bodies refused), batch bodies, and message keys."""
 
 import struct
 

@@ -225,7 +225,8 @@ class IndexSink:
             both = [None] * (2 * n)
             both[0::2], both[1::2] = keys, uniqs
             if n <= SMALL_BATCH_MAX // 2:
-                phys, ts = [p for p in batch.phys.tolist() for _ in "ku"], [t for t in batch.store_ts.tolist() for _ in "ku"]
+                phys = [p for p in batch.phys.tolist() for _ in range(2)]
+                ts = [t for t in batch.store_ts.tolist() for _ in range(2)]
             else:
                 phys, ts = np.repeat(batch.phys, 2), np.repeat(batch.store_ts, 2)
             self._index.put_batch(both, phys, ts, prefix=prefix)

@@ -216,11 +216,11 @@ class IndexFile:
         """:meth:`put` for a few (hash, offset, store time) tuples of Python ints, entry by entry."""
         self._check_open()
         h = self.header()
-        n = min(len(entries), self.max_entries - h.index_count)
+        n = max(0, min(len(entries), self.max_entries - h.index_count))
         for key_hash, phy, ts in entries[:n]:
             self._put_one(h, key_hash, phy, ts)
             h = self.header()
-        return max(n, 0)
+        return n
 
     def _put_one(self, h: IndexHeader, key_hash: int, phy: int, ts: int) -> None:
         """One entry the way RocketMQ's ``putKey`` writes it (the numpy path costs ~40 us a call, too
