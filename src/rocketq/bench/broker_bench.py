@@ -86,26 +86,17 @@ def _pcts(lat: list[float]) -> tuple[float, float]:
 
 
 async def _sends(namesrv: str, topic: str, n: int, size: int, inflight: int, batch: int) -> tuple[float, list[float]]:
-    """*n* messages of *size* bytes, one per send or *batch* per send, with *inflight* senders each
-    waiting for its answer before the next send (as many application tasks would)."""
+    """*n* messages of *size* bytes, one per send or *batch* per send, *inflight* sends at a time."""
+    from rocketq.bench.compare.peers import concurrent_timed
     from rocketq.client import Message, Producer
     body = b"x" * size
     async with Producer("BENCH_PG", namesrv) as p:
         await p.send(Message(topic, body))                 # route and connection warm
-        lat: list[float] = []
         calls = n // max(batch, 1)
-
-        async def sender(count: int) -> None:
-            for _ in range(count):
-                t = time.perf_counter()
-                if batch:
-                    await p.send_batch([Message(topic, body) for _ in range(batch)])
-                else:
-                    await p.send(Message(topic, body))
-                lat.append(time.perf_counter() - t)
-        share, extra = divmod(calls, inflight)
+        send = (lambda: p.send_batch([Message(topic, body) for _ in range(batch)])) if batch else \
+            (lambda: p.send(Message(topic, body)))
         t0 = time.perf_counter()
-        await asyncio.gather(*(sender(share + (i < extra)) for i in range(inflight)))
+        lat = await concurrent_timed(calls, inflight, send)
         return calls * max(batch, 1) / (time.perf_counter() - t0), lat
 
 

@@ -159,13 +159,8 @@ class NatsJetStream(System):
 
     async def produce_fast(self, n, body):
         nc, js = await self._js()
-        sem = asyncio.Semaphore(256)
-
-        async def one():
-            async with sem:
-                await js.publish("s", body)
         t0 = time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(n)))
+        await concurrent_timed(n, 256, lambda: js.publish("s", body))
         elapsed = time.perf_counter() - t0
         await nc.close()
         return n, elapsed
