@@ -31,6 +31,11 @@ class HostAddress(NamedTuple):
         return cls(ipaddress.ip_address(host).packed, int(port))
 
     @property
+    def packed(self) -> bytes:
+        """Address bytes and port (int32), as records and message ids hold them."""
+        return self.ip + struct.pack(">i", self.port)
+
+    @property
     def is_v6(self) -> bool:
         return len(self.ip) == 16
 
@@ -40,7 +45,7 @@ class HostAddress(NamedTuple):
 
 
 def offset_msg_id(store_host: HostAddress, physical_offset: int) -> str:
-    return (store_host.ip + struct.pack(">iq", store_host.port, physical_offset)).hex().upper()
+    return (store_host.packed + struct.pack(">q", physical_offset)).hex().upper()
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[HostAddress, int]:

@@ -134,7 +134,7 @@ class ConsumeQueueSink:
             first, last = qoffs[int(rows[0])], qoffs[int(rows[-1])]
             cq = self._queue_for(topic, qid)
             if len(rows) <= SMALL_BATCH_MAX and last - first == len(rows) - 1:
-                self._put_few(cq, batch, rows.tolist(), codes, first)
+                self._put_few(cq, batch, rows, codes, first)
             else:
                 units = np.empty(len(rows), dtype=CQ_DTYPE)
                 units["phy"] = batch.phys[rows]
@@ -151,13 +151,13 @@ class ConsumeQueueSink:
                 self.on_arrival(topic, qid, last + 1)
 
     @staticmethod
-    def _put_few(cq, batch: DispatchBatch, rows: list[int], codes, first: int) -> None:
+    def _put_few(cq, batch: DispatchBatch, rows: np.ndarray, codes, first: int) -> None:
         """A few contiguous units packed with ``struct`` (numpy's fixed costs were most of a single send's
         consume-queue write); the same bytes as the numpy path."""
-        phys, sizes = batch.phys.tolist(), batch.sizes.tolist()
+        phys, sizes = batch.phys[rows].tolist(), batch.sizes[rows].tolist()
         codes = codes if isinstance(codes, list) else [codes] * len(rows)
-        data = b"".join([CQ_UNIT.pack(phys[i], sizes[i], c) for i, c in zip(rows, codes)])
-        cq.put_bytes(data, first, phys[rows[-1]] + sizes[rows[-1]])
+        data = b"".join(map(CQ_UNIT.pack, phys, sizes, codes))
+        cq.put_bytes(data, first, phys[-1] + sizes[-1])
 
     def _deliver_time(self, batch: DispatchBatch, i: int) -> int:
         level = int(decode_properties(batch.props_text[i]).get(PROPERTY_DELAY, "0") or 0)

@@ -184,8 +184,9 @@ class IndexFile:
     def is_full(self) -> bool:
         return self.index_count >= self.max_entries
 
-    def put(self, hashes: np.ndarray, phy_offsets: np.ndarray, store_ts: np.ndarray) -> int:
-        """Append as many (hash, offset, store time) keys as fit, in order; return how many."""
+    def put(self, hashes, phy_offsets, store_ts) -> int:
+        """Append as many (hash, offset, store time) keys as fit, in order; return how many.  Arrays,
+        or for a few keys (at most SCALAR_PUT_MAX) lists of Python ints."""
         self._check_open()
         h = self.header()
         n = min(len(hashes), self.max_entries - h.index_count)
@@ -194,7 +195,10 @@ class IndexFile:
         if len(phy_offsets) < n or len(store_ts) < n:
             raise ValueError(f"{len(hashes)} hashes but {len(phy_offsets)} offsets and {len(store_ts)} times")
         if n <= SCALAR_PUT_MAX:
-            return self.put_entries(list(zip(map(int, hashes[:n]), map(int, phy_offsets[:n]), map(int, store_ts[:n]))))
+            for i in range(n):
+                self._put_one(h, int(hashes[i]), int(phy_offsets[i]), int(store_ts[i]))
+                h = self.header()
+            return n
         hashes = np.asarray(hashes[:n], dtype=np.int64)
         phys = np.asarray(phy_offsets[:n], dtype=np.int64)
         ts = np.asarray(store_ts[:n], dtype=np.int64)
@@ -210,16 +214,6 @@ class IndexFile:
         _HEADER.pack_into(self._mm, 0, begin_ts, int(ts[-1]), begin_phy, int(phys[-1]),
                           h.hash_slot_count + newly_used, count + n)
         self._dirty = True
-        return n
-
-    def put_entries(self, entries: list[tuple[int, int, int]]) -> int:
-        """:meth:`put` for a few (hash, offset, store time) tuples of Python ints, entry by entry."""
-        self._check_open()
-        h = self.header()
-        n = max(0, min(len(entries), self.max_entries - h.index_count))
-        for key_hash, phy, ts in entries[:n]:
-            self._put_one(h, key_hash, phy, ts)
-            h = self.header()
         return n
 
     def _put_one(self, h: IndexHeader, key_hash: int, phy: int, ts: int) -> None:

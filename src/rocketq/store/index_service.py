@@ -132,38 +132,30 @@ class IndexService:
         """
         if not len(keys):
             return
-        if len(keys) <= SCALAR_PUT_MAX:
-            self._put_few(keys, phy_offsets, store_ts, prefix)
-            return
-        phys = np.asarray(phy_offsets, dtype=np.int64)
-        ts = np.asarray(store_ts, dtype=np.int64)
-        if len(phys) != len(keys) or len(ts) != len(keys):
-            raise ValueError(f"{len(keys)} keys but {len(phys)} offsets and {len(ts)} store times")
-        hashes = index_hash_many(keys, prefix)
+        if len(phy_offsets) != len(keys) or len(store_ts) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(phy_offsets)} offsets and {len(store_ts)} store times")
+        few = len(keys) <= SCALAR_PUT_MAX       # Python ints: numpy's fixed costs were most of one send's indexing
+        if few:
+            hashes = [index_hash(prefix + k) for k in keys]
+            phys, ts = list(map(int, phy_offsets)), list(map(int, store_ts))
+        else:
+            hashes = index_hash_many(keys, prefix)
+            phys, ts = np.asarray(phy_offsets, dtype=np.int64), np.asarray(store_ts, dtype=np.int64)
         with self._lock:
             newest = self._newest_with_entries()
-            if newest is not None:
-                keep = phys > newest.end_phy_offset
-                if not keep.all():                      # a re-dispatch after recovery
-                    hashes, phys, ts = hashes[keep], phys[keep], ts[keep]
+            if newest is not None:                      # skip what a re-dispatch after recovery repeats
+                end = newest.end_phy_offset
+                if few:
+                    kept = [i for i, p in enumerate(phys) if p > end]
+                    if len(kept) < len(phys):
+                        hashes, phys, ts = ([col[i] for i in kept] for col in (hashes, phys, ts))
+                else:
+                    keep = phys > end
+                    if not keep.all():
+                        hashes, phys, ts = hashes[keep], phys[keep], ts[keep]
             done = 0
             while done < len(hashes):
                 done += self._writable_file().put(hashes[done:], phys[done:], ts[done:])
-
-    def _put_few(self, keys, phy_offsets, store_ts, prefix: str) -> None:
-        """:meth:`put_batch` of a handful of keys with Python ints: numpy's fixed cost per call was most
-        of a single send's indexing (same entries, same files)."""
-        if len(phy_offsets) != len(keys) or len(store_ts) != len(keys):
-            raise ValueError(f"{len(keys)} keys but {len(phy_offsets)} offsets and {len(store_ts)} store times")
-        entries = [(index_hash(prefix + k), int(p), int(t)) for k, p, t in zip(keys, phy_offsets, store_ts)]
-        with self._lock:
-            newest = self._newest_with_entries()
-            if newest is not None:
-                end = newest.end_phy_offset
-                entries = [e for e in entries if e[1] > end]     # a re-dispatch after recovery
-            done = 0
-            while done < len(entries):
-                done += self._writable_file().put_entries(entries[done:])
 
     def _writable_file(self) -> IndexFile:
         if self._files and not self._files[-1].is_full():

@@ -6,7 +6,6 @@ RocketMQ's, which the broker maps one-to-one onto response codes.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -108,7 +107,7 @@ class BatchPutResult:
         n = len(offsets)
         if n < _VECTOR_IDS_MIN or min(offsets) < 0:
             return ",".join(offset_msg_id(host, p) for p in offsets)
-        host_bytes = host.ip + struct.pack(">i", host.port)
+        host_bytes = host.packed
         raw = np.empty((n, len(host_bytes) + 8), dtype=np.uint8)
         raw[:, :len(host_bytes)] = np.frombuffer(host_bytes, dtype=np.uint8)
         raw[:, len(host_bytes):] = np.asarray(offsets, dtype=">u8").view(np.uint8).reshape(n, 8)
