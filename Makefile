@@ -1,22 +1,24 @@
-# Two entry points for a fresh machine (Python 3.11+, a JDK, the package registries):
-#   make run   - create .venv if missing, install rocketq, start its main job on an embedded default
+# Two entry points for a fresh machine (Python 3.11+, Rust with cargo, a JDK, the package registries):
+#   make run   - create .venv if missing, install rocketq (building its native extension), start its main job
 #   make test  - create/refresh .venv, install test dependencies, run the whole suite
+# `make native` rebuilds only the extension (native/, Rust) into src/rocketq/ after editing it.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
+NATIVE := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 
-.PHONY: run test bench bench-store clean
+.PHONY: run test bench bench-store native clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: $(PY) pyproject.toml
+$(VENV)/.installed: $(PY) pyproject.toml $(NATIVE)
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-$(STAMP): $(PY) pyproject.toml
+$(STAMP): $(PY) pyproject.toml $(NATIVE)
 	$(PY) -m pip install --quiet -e '.[test,bench,spark]'
 	touch $@
 
@@ -32,5 +34,9 @@ bench: $(STAMP)
 bench-store: $(VENV)/.installed
 	$(VENV)/bin/rocketq bench store
 
+native: $(VENV)/.installed
+	cd native && cargo build --release --features extension-module
+	cp native/target/release/lib_native.so src/rocketq/_native$$($(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache native/target src/rocketq/_native*.so

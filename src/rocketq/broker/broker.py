@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocketq._native import BatchFormatError
 from rocketq.broker import admin, queries
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
@@ -31,7 +32,8 @@ from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.replication import Replication
-from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header, route_single, send_header
+from rocketq.broker.send import (STATUS_CODES, batch_messages, decode_batch, message_from_header, route_single,
+                                 send_header)
 from rocketq.broker.send_back import consumer_send_back
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
@@ -42,10 +44,11 @@ from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction
 from rocketq.common import fastjson
 from rocketq.common.msgid import HostAddress
-from rocketq.remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode, not_supported_response
+from rocketq.remoting import (RemotingCommand, RemotingCommandError, RemotingServer, RequestCode, ResponseCode,
+                              not_supported_response)
 from rocketq.remoting.tls import ServerTls, TlsMode, TlsServerConfig, client_context
 from rocketq.store import MessageStore, StoreConfig
-from rocketq.store.prepare import EncodedBatch
+from rocketq.store.results import PutError
 
 log = logging.getLogger(__name__)
 
@@ -356,13 +359,20 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
-        records = decode_batch(cmd.body)
-        if not records.bodies:
+        qid = self._queue_id(cmd, tc)
+        header = dict(topic=tc.topic_name, queue_id=qid, sys_flag=cmd.get_int("sysFlag", 0),
+                      born_timestamp=cmd.get_int("bornTimestamp", 0), born_host=_host_of(conn),
+                      reconsume_times=cmd.get_int("reconsumeTimes", 0))
+        try:
+            msgs = self.store.stage_wire_batch(cmd.body or b"", **header)
+        except PutError as exc:
+            return RemotingCommand.create_response(cmd, STATUS_CODES[exc.status], exc.reason)
+        except BatchFormatError as exc:
+            raise RemotingCommandError("body", str(exc)) from None
+        if msgs is None:                                  # a delay level inside: the general path
+            msgs = batch_messages(decode_batch(cmd.body), **header)
+        if not len(msgs):
             return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-        msgs = EncodedBatch(tc.topic_name, self._queue_id(cmd, tc), records.flags, records.bodies, records.texts,
-                            sys_flag=cmd.get_int("sysFlag", 0), born_timestamp=cmd.get_int("bornTimestamp", 0),
-                            born_host=_host_of(conn), reconsume_times=cmd.get_int("reconsumeTimes", 0),
-                            props_bytes=records.props)
         with self.flow_control.sending():
             if self.store.group_commit is not None:      # SYNC_FLUSH waits for the fsync: not on the event loop
                 rs = await asyncio.to_thread(self.store.put_messages, msgs)
@@ -370,7 +380,7 @@ class Broker:
                 rs = self.store.put_messages(msgs)
         if not rs.ok:
             return RemotingCommand.create_response(cmd, STATUS_CODES[rs.status], rs.error or str(rs.status))
-        self.stats.put(msgs.topic, len(records.bodies), len(cmd.body))
+        self.stats.put(tc.topic_name, len(msgs), len(cmd.body))
         self.replication.notify()
         code = STATUS_CODES[rs.status]
         if rs.ok:

@@ -3,8 +3,6 @@ topic deletion, a slave's replicated appends, and the numbers the broker's runti
 
 from __future__ import annotations
 
-from rocketq.store.recovery import redispatch
-
 
 class StoreMaintenance:
     """Mixed into MessageStore; uses its commitlog, queues, dispatcher, cleaner and paths."""
@@ -45,7 +43,7 @@ class StoreMaintenance:
                 n = min(len(view), cl.file_size - mf.wrote)
                 mf.append(view[:n])
                 view, pos = view[n:], pos + n
-        redispatch(cl.files, offset, pos, self.dispatcher.dispatch_now)
+        self.dispatcher.dispatch_range(offset, pos)
         return pos
 
     def reset_queue_offsets(self) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from itertools import accumulate
 
 from rocketq.common.message import Message
 from rocketq.common.msgid import HostAddress, decode_offset_msg_id, offset_msg_id
@@ -35,13 +34,13 @@ from rocketq.store.consume_queue import BLANK_SIZE, ConsumeQueue
 from rocketq.store.dispatcher import ConsumeQueueSink, Dispatcher, IndexSink
 from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlushService
 from rocketq.store.mapped_file import MappedFile
-from rocketq.store.prepare import EncodedBatch, prepare_batch, prepare_encoded, prepare_one
+from rocketq.store.prepare import Preparer, RecordBatch
 from rocketq.store.reads import QueueReader
 from rocketq.store.record import MAGIC_V1, MAGIC_V2, StoredMessage, header_struct
 
 MIN_RECORD_BYTES = header_struct(False, False).size + 3
 from rocketq.store.maintenance import StoreMaintenance
-from rocketq.store.recovery import RecoveryReport, recover_commitlog, redispatch
+from rocketq.store.recovery import RecoveryReport, recover_commitlog
 from rocketq.store.results import BatchPutResult, GetMessageResult, PutError, PutMessageResult, PutStatus
 from rocketq.store.schedule import ScheduleService
 from rocketq.store.store_files import ProcessLock, StorePaths, create_abort_marker
@@ -112,11 +111,14 @@ class MessageStore(StoreMaintenance):
                                       clock_ms=lambda: int(self._clock() * 1000))
             self.index.load(clean_shutdown=not abnormal, checkpoint_ms=self.checkpoint.value.index_msg_timestamp)
         self._load_queues()
-        sinks = [ConsumeQueueSink(self._queue_for_dispatch, cfg.delay_levels_ms, self._on_arrival,
-                                  self._mark_dirty)]
+        sinks = [ConsumeQueueSink(self._queue_for_dispatch, self._on_arrival, self._mark_dirty)]
         if self.index is not None:
             sinks.append(IndexSink(self.index))
-        self.dispatcher = Dispatcher(sinks, max_pending_messages=cfg.dispatch_queue_max_messages)
+        self.dispatcher = Dispatcher(self.commitlog, sinks, delay_levels_ms=cfg.delay_levels_ms,
+                                     with_index=self.index is not None,
+                                     max_pending_messages=cfg.dispatch_queue_max_messages)
+        self._preparer = Preparer(max_message_size=cfg.max_message_size, delay_levels=self._delay_level_count,
+                                  store_host=self.store_host)
         self.recovery = self._recover(abnormal)
         # only now that the files opened with these sizes (a failed start must not rewrite it)
         write_json(paths.geometry, {"commitlogFileSize": cfg.commitlog_file_size,
@@ -169,8 +171,9 @@ class MessageStore(StoreMaintenance):
             start = self.commitlog.min_offset()
         elif self.index is not None and abnormal:
             start = min(start, self.index.max_phy_offset)
+        start = max(start, self.commitlog.min_offset())
         self.dispatcher.dispatched_offset = start
-        count = redispatch(self.commitlog.files, start, end, self.dispatcher.dispatch_now) if start < end else 0
+        count = self.dispatcher.dispatch_range(start, end) if start < end else 0
         for (topic, qid), cq in self._queues.items():
             self.commitlog.queue_offsets[(topic, qid)] = cq.max_offset()
         return RecoveryReport(abnormal, scanned, end, cut, count)
@@ -300,41 +303,36 @@ class MessageStore(StoreMaintenance):
         if not self.running:
             return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running")
         try:
-            row = prepare_one(msg, max_message_size=self.config.max_message_size, delay_levels=self._delay_level_count)
-            appended = self.commitlog.append_one(row, clock=self._clock, on_appended=self.dispatcher.submit)
+            appended = self.commitlog.append(self._preparer.messages([msg]), clock=self._clock,
+                                             on_appended=self.dispatcher.notify_appended)
         except PutError as exc:
             return PutMessageResult(exc.status, error=exc.reason)
         phy = appended.first_offset
         return PutMessageResult(PutStatus.PUT_OK, self._msg_id_prefix + f"{phy:016X}", phy, appended.queue_offsets[0],
-                                row[2], appended.sizes[0], appended.store_timestamp)
+                                appended.batch.queue_ids[0], appended.batch.total_bytes, appended.store_timestamp)
 
-    def put_messages(self, msgs: list[Message] | EncodedBatch) -> BatchPutResult:
+    def put_messages(self, msgs: list[Message] | RecordBatch) -> BatchPutResult:
         """Append *msgs* as one batch under one lock: all are stored, or none (with the reason).
-        An :class:`EncodedBatch` (one topic and queue, properties already encoded) skips decoding."""
-        count = len(msgs.bodies) if isinstance(msgs, EncodedBatch) else len(msgs)
+        A ``RecordBatch`` (see :meth:`stage_wire_batch`) is appended as it is."""
+        count = len(msgs)
         if not self.running:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=count)
         if not count:
             return BatchPutResult(PutStatus.PUT_OK)
         try:
-            prepared = None
-            if isinstance(msgs, EncodedBatch):
-                prepared = prepare_encoded(msgs, max_message_size=self.config.max_message_size)
-                if prepared is None:
-                    msgs = msgs.to_messages()
-            if prepared is None:
-                prepared = prepare_batch(msgs, max_message_size=self.config.max_message_size,
-                                         delay_levels=self._delay_level_count)
-            batch = self.commitlog.append(prepared, clock=self._clock, on_appended=self.dispatcher.submit)
+            batch = msgs if isinstance(msgs, RecordBatch) else self._preparer.messages(list(msgs))
+            appended = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
         except PutError as exc:
             return BatchPutResult(exc.status, error=exc.reason, count=count)
         status = PutStatus.PUT_OK
-        if self.group_commit is not None and not self.group_commit.wait_flushed(batch.end_offset):
+        if self.group_commit is not None and not self.group_commit.wait_flushed(appended.end_offset):
             status = PutStatus.FLUSH_DISK_TIMEOUT
-        offsets = list(accumulate(batch.sizes[:-1], initial=batch.first_offset))
-        return BatchPutResult(status, offsets=offsets, sizes=batch.sizes, queue_offsets=batch.queue_offsets,
-                              queue_ids=prepared.queue_ids, store_host=self.store_host,
-                              store_timestamp=batch.store_timestamp)
+        return BatchPutResult(status, appended=appended, store_host=self.store_host)
+
+    def stage_wire_batch(self, body: bytes, **header) -> RecordBatch | None:
+        """A SEND_BATCH_MESSAGE body as a batch to :meth:`put_messages`, or None when a message in it
+        needs the general path (a delay level); see :meth:`Preparer.wire_batch`."""
+        return self._preparer.wire_batch(body, **header)
 
     # -- consume queues ----------------------------------------------------------------------
 

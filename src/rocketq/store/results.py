@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-import numpy as np
 
-from rocketq.common.hexdigits import hex_digits
 from rocketq.common.msgid import HostAddress, offset_msg_id
 
 
@@ -64,60 +62,51 @@ class PutMessageResult:
 class BatchPutResult:
     """Results of one ``put_messages`` call; items are built on access (the batch path is hot)."""
 
-    __slots__ = ("status", "error", "_offsets", "_sizes", "_queue_offsets", "_queue_ids", "_store_host",
-                 "store_timestamp")
+    __slots__ = ("status", "error", "_appended", "_count", "_store_host")
 
-    def __init__(self, status: PutStatus, *, error: str | None = None, offsets=(), sizes=(),
-                 queue_offsets=(), queue_ids=(), store_host: HostAddress | None = None, store_timestamp: int = 0,
-                 count: int = 0):
+    def __init__(self, status: PutStatus, *, error: str | None = None, appended=None,
+                 store_host: HostAddress | None = None, count: int = 0):
         self.status = status
         self.error = error
-        self._offsets = offsets if offsets or not count else [-1] * count
-        self._sizes = sizes if sizes or not count else [0] * count
-        self._queue_offsets = queue_offsets if queue_offsets or not count else [-1] * count
-        self._queue_ids = queue_ids if queue_ids or not count else [-1] * count
+        self._appended = appended            # a CommitLog Appended, None when nothing was stored
+        self._count = len(appended.queue_offsets) if appended is not None else count
         self._store_host = store_host
-        self.store_timestamp = store_timestamp
 
     @property
     def ok(self) -> bool:
         return self.status == PutStatus.PUT_OK
 
+    @property
+    def store_timestamp(self) -> int:
+        return self._appended.store_timestamp if self._appended is not None else 0
+
     def __len__(self) -> int:
-        return len(self._offsets)
+        return self._count
 
     def __getitem__(self, i: int) -> PutMessageResult:
-        phy = self._offsets[i]
-        msg_id = offset_msg_id(self._store_host, phy) if phy >= 0 and self._store_host else None
-        return PutMessageResult(self.status, msg_id, phy, self._queue_offsets[i], self._queue_ids[i],
-                                self._sizes[i], self.store_timestamp, self.error)
+        a = self._appended
+        if a is None:
+            if not -self._count <= i < self._count:
+                raise IndexError(i)
+            return PutMessageResult(self.status, None, -1, -1, -1, 0, 0, self.error)
+        phy = a.offsets[i]
+        return PutMessageResult(self.status, offset_msg_id(self._store_host, phy), phy, a.queue_offsets[i],
+                                a.batch.queue_ids[i], a.sizes[i], a.store_timestamp, self.error)
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
     @property
     def msg_ids(self) -> list[str]:
-        """All offset message ids."""
-        return self.joined_msg_ids().split(",") if self._offsets else []
+        """All offset message ids (of offset -1 for a batch that was not stored)."""
+        return self.joined_msg_ids().split(",") if self._count else []
 
     def joined_msg_ids(self) -> str:
-        """The offset message ids joined with ',', as a batch send response carries them: the host
-        part once, the offsets' hex digits for the whole batch in a few numpy operations."""
-        host, offsets = self._store_host, self._offsets
-        n = len(offsets)
-        if n < _VECTOR_IDS_MIN or min(offsets) < 0:
-            return ",".join(offset_msg_id(host, p) for p in offsets)
-        host_bytes = host.packed
-        raw = np.empty((n, len(host_bytes) + 8), dtype=np.uint8)
-        raw[:, :len(host_bytes)] = np.frombuffer(host_bytes, dtype=np.uint8)
-        raw[:, len(host_bytes):] = np.asarray(offsets, dtype=">u8").view(np.uint8).reshape(n, 8)
-        out = np.empty((n, 2 * raw.shape[1] + 1), dtype=np.uint8)
-        out[:, :-1] = hex_digits(raw)
-        out[:, -1] = ord(",")
-        return out.tobytes()[:-1].decode()
-
-
-_VECTOR_IDS_MIN = 32
+        """The offset message ids joined with ',', as a batch send response carries them."""
+        a = self._appended
+        if a is None:
+            return ",".join([offset_msg_id(self._store_host, -1)] * self._count) if self._store_host else ""
+        return a.batch.joined_msg_ids(self._store_host.packed, a.first_offset)
 
 
 class GetStatus(str, Enum):
