@@ -34,7 +34,7 @@ bench: $(STAMP)
 bench-store: $(VENV)/.installed
 	$(VENV)/bin/rocketq bench store
 
-native: $(VENV)/.installed
+native: $(PY)
 	cd native && cargo build --release --features extension-module
 	cp native/target/release/lib_native.so src/rocketq/_native$$($(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 

@@ -21,11 +21,17 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-use pyo3::{create_exception, intern};
+use pyo3::Borrowed;
+use pyo3::create_exception;
 
 use crate::buffers::Bytes;
 use crate::record::{self, Host, NOT_CONSUMABLE};
-use crate::{msgid, props};
+use crate::{msgid, props, slots};
+
+/// The `Message` fields a plain message is read from, in the order `from_messages` unpacks them.
+const MESSAGE_FIELDS: [&str; 13] = ["topic", "body", "queue_id", "tags", "keys", "properties", "flag", "sys_flag",
+                                    "born_timestamp", "born_host", "reconsume_times", "prepared_transaction_offset",
+                                    "delay_level"];
 
 create_exception!(_native, BatchError, PyValueError, "A message the store refuses: args are (status name, reason).");
 create_exception!(_native, BatchFormatError, PyValueError, "A SEND_BATCH_MESSAGE body that does not parse.");
@@ -79,6 +85,8 @@ unsafe impl Sync for Rec {}
 pub struct RecordBatch {
     recs: Vec<Rec>,
     topics: Vec<Vec<u8>>,
+    topic_names: Vec<Py<PyString>>,
+    queue_offsets: std::sync::OnceLock<Vec<i64>>, // set once, by the append
     groups: Vec<(u32, i32, u32)>, // (topic, queue id, consumable records) in first-seen order
     total: usize,
     _keep: Vec<Py<PyAny>>,
@@ -95,6 +103,22 @@ fn illegal(reason: String) -> PyErr {
 
 fn topic_text(t: &[u8]) -> String {
     String::from_utf8_lossy(t).into_owned()
+}
+
+/// Names a message in errors: "message 3", or "message" when a batch holds one row.
+#[derive(Clone, Copy)]
+enum Which {
+    Index(usize),
+    Single,
+}
+
+impl std::fmt::Display for Which {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Which::Index(i) => write!(f, "message {i}"),
+            Which::Single => write!(f, "message"),
+        }
+    }
 }
 
 /// What the builder needs to know about the store.
@@ -148,7 +172,7 @@ impl Builder {
 
     /// Checks the parts every path shares and adds the record.  `which` names the message in errors.
     #[allow(clippy::too_many_arguments)]
-    fn push(&mut self, which: &str, topic: &[u8], queue_id: i64, flag: i64, sys_flag: i64, born_ts: i64,
+    fn push(&mut self, which: Which, topic: &[u8], queue_id: i64, flag: i64, sys_flag: i64, born_ts: i64,
             born: Host, reconsume: i64, prepared: i64, body: &[u8], props: Span) -> PyResult<()> {
         if !(0..=MAX_QUEUE_ID).contains(&queue_id) {
             return Err(illegal(format!("{which}: queue id {queue_id} of topic {:?} is out of range", topic_text(topic))));
@@ -193,21 +217,17 @@ impl Builder {
         Ok(())
     }
 
-    /// Properties built here: appended to the arena and pointed at once the arena stops growing.
-    fn arena_props(&mut self, build: impl FnOnce(&mut Vec<u8>)) -> (usize, usize) {
-        let start = self.arena.len();
-        build(&mut self.arena);
-        (start, self.arena.len() - start)
-    }
-
     fn finish(mut self, py: Python<'_>, check_topic: Option<&Bound<'_, PyAny>>) -> PyResult<RecordBatch> {
-        if let Some(check) = check_topic {
-            for t in &self.topics {
-                let problem = check.call1((PyString::new(py, &topic_text(t)),))?;
+        let mut topic_names = Vec::with_capacity(self.topics.len());
+        for t in &self.topics {
+            let name = PyString::new(py, &topic_text(t));
+            if let Some(check) = check_topic {
+                let problem = check.call1((&name,))?;
                 if !problem.is_none() {
                     return Err(illegal(problem.extract::<String>()?));
                 }
             }
+            topic_names.push(name.unbind());
         }
         let base = self.arena.as_ptr();
         for &(i, start, len) in &self.arena_props {
@@ -224,7 +244,8 @@ impl Builder {
         } else {
             crc_all(&mut recs);
         }
-        Ok(RecordBatch { recs, topics: self.topics, groups: self.groups, total: self.total,
+        Ok(RecordBatch { recs, topics: self.topics, topic_names, queue_offsets: std::sync::OnceLock::new(),
+                         groups: self.groups, total: self.total,
                          _keep: self.keep, _arena: self.arena })
     }
 }
@@ -233,7 +254,7 @@ impl Builder {
 pub const DETACH_FROM_BYTES: usize = 64 * 1024;
 
 /// An integer field as i64; a value outside int64 is the caller's error, named like the int32 checks.
-fn int_field(v: &Bound<'_, PyAny>, which: &str, name: &str) -> PyResult<i64> {
+fn int_field(v: &Bound<'_, PyAny>, which: Which, name: &str) -> PyResult<i64> {
     v.extract::<i64>().map_err(|e| {
         if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(v.py()) {
             illegal(format!("{which}: {name} {v} does not fit in 64 bits"))
@@ -248,22 +269,48 @@ fn host_arg(ip: &[u8], port: i64, what: &str) -> PyResult<Host> {
     Host::new(ip, port).ok_or_else(|| PyValueError::new_err(format!("{what} address has {} bytes, not 4 or 16", ip.len())))
 }
 
-fn build_tags_keys(arena: &mut Vec<u8>, tags: Option<&[u8]>, keys: &[&[u8]]) {
+/// Appends `TAGS\x01tags\x02` and `KEYS\x01k1 k2\x02` (keys: None, a str, or a list/tuple/iterable of
+/// str, joined by one space; nothing when they join to ""); false when a separator is inside.
+fn tags_keys_into(arena: &mut Vec<u8>, tags: Option<&[u8]>, keys: &Borrowed<'_, '_, PyAny>) -> PyResult<bool> {
+    let mut clean = true;
     if let Some(t) = tags {
+        clean &= props::clean(t);
         arena.extend_from_slice(b"TAGS\x01");
         arena.extend_from_slice(t);
         arena.push(props::PROPERTY);
     }
-    if !keys.is_empty() {
-        arena.extend_from_slice(b"KEYS\x01");
-        for (i, k) in keys.iter().enumerate() {
-            if i > 0 {
-                arena.push(b' ');
-            }
-            arena.extend_from_slice(k);
+    if keys.is_none() {
+        return Ok(clean);
+    }
+    let mark = arena.len();
+    arena.extend_from_slice(b"KEYS\x01");
+    let body = arena.len();
+    let mut add = |arena: &mut Vec<u8>, first: bool, k: &Bound<'_, PyAny>| -> PyResult<()> {
+        let k = k.cast::<PyString>()?.to_str()?.as_bytes();
+        clean &= props::clean(k);
+        if !first {
+            arena.push(b' ');
         }
+        arena.extend_from_slice(k);
+        Ok(())
+    };
+    if keys.cast::<PyString>().is_ok() {
+        add(arena, true, keys)?;
+    } else if let Ok(list) = keys.cast::<PyList>() {
+        for (j, k) in list.iter().enumerate() {
+            add(arena, j == 0, &k)?;
+        }
+    } else {
+        for (j, k) in keys.try_iter()?.enumerate() {
+            add(arena, j == 0, &k?)?;
+        }
+    }
+    if arena.len() == body {
+        arena.truncate(mark); // the keys join to "": no KEYS property
+    } else {
         arena.push(props::PROPERTY);
     }
+    Ok(clean)
 }
 
 /// The `bytes` of `obj`: itself when it is `bytes`, else a copy (kept alive by the batch).
@@ -321,7 +368,7 @@ impl RecordBatch {
             if props::known(prop_bytes).delay.is_some() {
                 return Ok(None);
             }
-            b.push(&format!("message {i}"), topic.as_bytes(), queue_id, flag as i64, sys_flag, born_timestamp, born,
+            b.push(Which::Index(i), topic.as_bytes(), queue_id, flag as i64, sys_flag, born_timestamp, born,
                    reconsume_times, 0, &data[pos + WIRE_HEAD..p], Span::of(prop_bytes))?;
             pos += total;
             i += 1;
@@ -336,52 +383,47 @@ impl RecordBatch {
     fn from_messages(py: Python<'_>, msgs: &Bound<'_, PyList>, max_body_bytes: usize, store_v6: bool,
                      general: &Bound<'_, PyAny>, check_topic: Option<&Bound<'_, PyAny>>) -> PyResult<RecordBatch> {
         let mut b = Builder::new(Limits { max_body: max_body_bytes, store_v6 }, msgs.len());
-        let mut words: Vec<Bound<'_, PyString>> = Vec::new();
+        let reader = msgs.iter().next().and_then(|m| slots::reader(&m, &MESSAGE_FIELDS));
+        let mut raw: Vec<*mut pyo3::ffi::PyObject> = Vec::with_capacity(MESSAGE_FIELDS.len());
+        let mut looked_up: Vec<Bound<'_, PyAny>> = Vec::with_capacity(MESSAGE_FIELDS.len());
         for (i, m) in msgs.iter().enumerate() {
-            let which = format!("message {i}");
-            let properties = m.getattr(intern!(py, "properties"))?;
-            let delay: i64 = m.getattr(intern!(py, "delay_level"))?.extract()?;
-            let born_obj = m.getattr(intern!(py, "born_host"))?;
-            let born_ip_obj = born_obj.get_item(0)?;
-            let born_ip = born_ip_obj.cast::<PyBytes>()?.as_bytes();
-            let has_props = properties.cast::<PyDict>().map(|d| !d.is_empty()).unwrap_or(true);
-            if has_props || delay != 0 || born_ip.len() != 4 {
-                let row = general.call1((m,))?;
-                push_row(&mut b, &which, row.cast::<PyTuple>()?)?;
+            let which = Which::Index(i);
+            if !reader.as_ref().is_some_and(|r| r.read(&m, &mut raw)) {
+                looked_up.clear();
+                for name in MESSAGE_FIELDS {
+                    looked_up.push(m.getattr(name)?);
+                }
+                raw.clear();
+                raw.extend(looked_up.iter().map(|f| f.as_ptr()));
+            }
+            // SAFETY: each pointer is a field of `m` (alive for this iteration) or held in `looked_up`.
+            let field = |k: usize| unsafe { Borrowed::from_ptr(py, raw[k]) };
+            let born = field(9).cast::<PyTuple>()?;
+            let born_ip_obj = born.get_borrowed_item(0)?.cast::<PyBytes>()?;
+            let born_ip = born_ip_obj.as_bytes();
+            let has_props = field(5).cast::<PyDict>().map(|d| !d.is_empty()).unwrap_or(true);
+            if has_props || int_field(&field(12), which, "delay_level")? != 0 || born_ip.len() != 4 {
+                let row = general.call1((&m,))?;
+                push_row(&mut b, which, row.cast::<PyTuple>()?)?;
                 continue;
             }
-            let topic_obj = m.getattr(intern!(py, "topic"))?;
-            let topic = topic_obj.cast::<PyString>()?.to_str()?;
-            let body = as_bytes(&m.getattr(intern!(py, "body"))?, &mut b.keep)?;
-            let tags_obj = m.getattr(intern!(py, "tags"))?;
-            let tags = if tags_obj.is_none() { None } else { Some(tags_obj.cast::<PyString>()?.to_str()?.as_bytes()) };
-            let tags = tags.filter(|t| !t.is_empty());
-            let keys_obj = m.getattr(intern!(py, "keys"))?;
-            words.clear();
-            if !keys_obj.is_none() {
-                if let Ok(s) = keys_obj.cast::<PyString>() {
-                    words.push(s.clone());
-                } else {
-                    for k in keys_obj.try_iter()? {
-                        words.push(k?.cast_into::<PyString>()?);
-                    }
-                }
-            }
-            let key_bytes: Vec<&[u8]> = words.iter().map(|w| w.to_str().map(str::as_bytes)).collect::<PyResult<_>>()?;
-            let key_bytes: Vec<&[u8]> = if key_bytes.iter().all(|k| k.is_empty()) { Vec::new() } else { key_bytes };
-            if !tags.map(props::clean).unwrap_or(true) || !key_bytes.iter().all(|k| props::clean(k)) {
+            let topic_str = field(0).cast::<PyString>()?;
+            let body = as_bytes(&field(1), &mut b.keep)?;
+            let tags_obj = field(3);
+            let tags_str = if tags_obj.is_none() { None } else { Some(tags_obj.cast::<PyString>()?) };
+            let tags = match &tags_str { Some(t) => Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty()), None => None };
+            let start = b.arena.len();
+            if !tags_keys_into(&mut b.arena, tags, &field(4))? {
                 return Err(illegal(format!("{which}: tags or keys: property names and values must not contain \\x01 or \\x02")));
             }
-            let (start, len) = b.arena_props(|a| build_tags_keys(a, tags, &key_bytes));
-            let born_port: i64 = born_obj.get_item(1)?.extract()?;
-            let born = host_arg(born_ip, born_port, "born host")?;
-            let int = |name: &Bound<'_, PyString>| -> PyResult<i64> {
-                int_field(&m.getattr(name)?, &which, name.to_str()?)
-            };
-            b.push(&which, topic.as_bytes(), int(intern!(py, "queue_id"))?, int(intern!(py, "flag"))?,
-                   int(intern!(py, "sys_flag"))?, int(intern!(py, "born_timestamp"))?, born,
-                   int(intern!(py, "reconsume_times"))?, int(intern!(py, "prepared_transaction_offset"))?,
-                   body.as_bytes(), Span { ptr: std::ptr::null(), len })?;
+            let len = b.arena.len() - start;
+            let port = born.get_borrowed_item(1)?.extract::<i64>()?;
+            let born = host_arg(born_ip, port, "born host")?;
+            b.push(which, topic_str.to_str()?.as_bytes(), int_field(&field(2), which, "queue_id")?,
+                   int_field(&field(6), which, "flag")?, int_field(&field(7), which, "sys_flag")?,
+                   int_field(&field(8), which, "born_timestamp")?, born, int_field(&field(10), which, "reconsume_times")?,
+                   int_field(&field(11), which, "prepared_transaction_offset")?, body.as_bytes(),
+                   Span { ptr: std::ptr::null(), len })?;
             let rec = b.recs.len() - 1;
             b.arena_props.push((rec, start, len));
             b.keep.push(body.into_any().unbind());
@@ -397,8 +439,8 @@ impl RecordBatch {
                  check_topic: Option<&Bound<'_, PyAny>>) -> PyResult<RecordBatch> {
         let mut b = Builder::new(Limits { max_body: max_body_bytes, store_v6 }, rows.len());
         for (i, row) in rows.iter().enumerate() {
-            let which = if rows.len() == 1 { "message".to_string() } else { format!("message {i}") };
-            push_row(&mut b, &which, row.cast::<PyTuple>()?)?;
+            let which = if rows.len() == 1 { Which::Single } else { Which::Index(i) };
+            push_row(&mut b, which, row.cast::<PyTuple>()?)?;
         }
         b.finish(py, check_topic)
     }
@@ -425,28 +467,44 @@ impl RecordBatch {
         self.recs.iter().map(|r| r.queue_id).collect()
     }
 
-    /// `(topic, queue id, count)` of the consumable records, one per queue, in first-seen order:
-    /// what the caller turns into queue-offset bases under the put lock.
-    fn groups(&self, py: Python<'_>) -> PyResult<Vec<(Py<PyString>, i32, u32)>> {
-        Ok(self.groups.iter().map(|&(t, q, n)| (PyString::new(py, &topic_text(&self.topics[t as usize])).unbind(), q, n)).collect())
+    /// `(topic, queue id, count)` of the consumable records, one per queue, in first-seen order.
+    fn groups(&self, py: Python<'_>) -> Vec<(Py<PyString>, i32, u32)> {
+        self.groups.iter().map(|&(t, q, n)| (self.topic_names[t as usize].clone_ref(py), q, n)).collect()
     }
 
-    /// Writes the records at `dest[pos:]` as the log's bytes from `physical_offset` on; queue
-    /// offsets of group g start at `queue_offset_bases[g]` (prepared and rolled-back records get
-    /// 0).  Returns each record's queue offset.
-    #[pyo3(signature = (dest, pos, *, physical_offset, store_timestamp, store_ip, store_port, queue_offset_bases))]
+    /// Each record's queue offset once appended (0 for prepared and rolled-back records).
+    #[getter]
+    fn queue_offsets(&self) -> PyResult<Vec<i64>> {
+        self.appended_offsets().map(<[i64]>::to_vec)
+    }
+
+    /// Record `i`'s queue offset once appended.
+    fn queue_offset(&self, i: usize) -> PyResult<i64> {
+        self.appended_offsets()?.get(i).copied().ok_or_else(|| pyo3::exceptions::PyIndexError::new_err(i))
+    }
+
+    /// Appends the records at `dest[pos:]` (a writable buffer: the segment's mapping or transient
+    /// buffer) as the log's bytes from `physical_offset` on.  Queue offsets come from `table`
+    /// (`(topic, queue id) -> next offset`), which is advanced; prepared and rolled-back records
+    /// get 0 and do not advance it.  A born timestamp of 0 becomes the store timestamp.  The caller
+    /// holds the put lock.  A batch is appended once.
+    #[pyo3(signature = (dest, pos, table, *, physical_offset, store_timestamp, store_ip, store_port))]
     #[allow(clippy::too_many_arguments)]
-    fn write_into(&self, py: Python<'_>, dest: &Bound<'_, PyAny>, pos: usize, physical_offset: i64,
-                  store_timestamp: i64, store_ip: &[u8], store_port: i64, queue_offset_bases: Vec<i64>)
-                  -> PyResult<Vec<i64>> {
-        if queue_offset_bases.len() != self.groups.len() {
-            return Err(PyValueError::new_err(format!("{} queue offset bases for {} groups",
-                                                     queue_offset_bases.len(), self.groups.len())));
+    fn append_to(&self, py: Python<'_>, dest: &Bound<'_, PyAny>, pos: usize, table: &Bound<'_, PyDict>,
+                 physical_offset: i64, store_timestamp: i64, store_ip: &[u8], store_port: i64) -> PyResult<()> {
+        if self.queue_offsets.get().is_some() {
+            return Err(PyValueError::new_err("this batch was appended already"));
         }
         let store = host_arg(store_ip, store_port, "store host")?;
         let out = Bytes::writable(dest)?;
-        let target = out.range(pos, pos + self.total, "write_into")?;
-        let mut next = queue_offset_bases;
+        let target = out.range(pos, pos + self.total, "append_to")?;
+        let mut keys = Vec::with_capacity(self.groups.len());
+        let mut next = Vec::with_capacity(self.groups.len());
+        for &(t, q, _) in &self.groups {
+            let key = PyTuple::new(py, [self.topic_names[t as usize].bind(py).as_any(), &q.into_pyobject(py)?.into_any()])?;
+            next.push(match table.get_item(&key)? { Some(v) => v.extract::<i64>()?, None => 0 });
+            keys.push(key);
+        }
         let mut qoffs = Vec::with_capacity(self.recs.len());
         for r in &self.recs {
             if r.group == NO_GROUP {
@@ -463,7 +521,11 @@ impl RecordBatch {
             self.encode_all(dst, physical_offset, store_timestamp, store, &qoffs);
         };
         if self.total >= DETACH_FROM_BYTES { py.detach(work) } else { work() }
-        Ok(qoffs)
+        for (key, n) in keys.iter().zip(next) {
+            table.set_item(key, n)?;
+        }
+        let _ = self.queue_offsets.set(qoffs);
+        Ok(())
     }
 
     /// The offset message ids of the records once written at `physical_offset`, joined with ','
@@ -480,6 +542,10 @@ impl RecordBatch {
 }
 
 impl RecordBatch {
+    fn appended_offsets(&self) -> PyResult<&[i64]> {
+        self.queue_offsets.get().map(Vec::as_slice).ok_or_else(|| PyValueError::new_err("this batch is not appended yet"))
+    }
+
     fn encode_all(&self, dst: &mut [u8], physical_offset: i64, store_ts: i64, store: Host, qoffs: &[i64]) {
         let mut at = 0usize;
         let mut phys = physical_offset;
@@ -510,7 +576,7 @@ impl RecordBatch {
     }
 }
 
-fn push_row(b: &mut Builder, which: &str, row: &Bound<'_, PyTuple>) -> PyResult<()> {
+fn push_row(b: &mut Builder, which: Which, row: &Bound<'_, PyTuple>) -> PyResult<()> {
     if row.len() != 11 {
         return Err(PyValueError::new_err(format!("{which}: a row has 11 fields, got {}", row.len())));
     }

@@ -12,6 +12,7 @@ mod msgid;
 mod props;
 mod record;
 mod scan;
+mod slots;
 
 /// `String.hashCode` of `text`, as Java's signed int.
 #[pyfunction]

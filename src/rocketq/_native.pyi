@@ -70,12 +70,17 @@ class RecordBatch:
     def groups(self) -> list[tuple[str, int, int]]:
         """``(topic, queue_id, count)`` of the consumable records, one per queue, first-seen order."""
 
-    def write_into(self, dest, pos: int, *, physical_offset: int, store_timestamp: int, store_ip: bytes,
-                   store_port: int, queue_offset_bases: list[int]) -> list[int]:
+    @property
+    def queue_offsets(self) -> list[int]:
+        """Each record's queue offset once appended (0 for prepared/rolled-back records)."""
+    def queue_offset(self, i: int) -> int: ...
+
+    def append_to(self, dest, pos: int, table: dict[tuple[str, int], int], *, physical_offset: int,
+                  store_timestamp: int, store_ip: bytes, store_port: int) -> None:
         """Encode the records at ``dest[pos:]`` (a writable buffer: the segment's mapping or transient
-        buffer) as the log's bytes from *physical_offset*; group g's queue offsets start at
-        ``queue_offset_bases[g]``; a born timestamp of 0 becomes the store timestamp.  Returns each
-        record's queue offset (0 for prepared/rolled-back records)."""
+        buffer) as the log's bytes from *physical_offset*, queue offsets from *table*
+        (``(topic, queue_id) -> next offset``, advanced; prepared and rolled-back records get 0); a born
+        timestamp of 0 becomes the store timestamp.  The caller holds the put lock; once per batch."""
 
     def joined_msg_ids(self, store_host: bytes, physical_offset: int) -> str:
         """The records' offset message ids (upper-case hex of packed host + offset) joined with ','."""

@@ -61,11 +61,13 @@ def _rec(m: Message) -> Rec:
 
 def _write(batch, *, phys: int, store: HostAddress, bases_from: dict) -> tuple[bytes, list[int]]:
     out = bytearray(batch.total_bytes + 16)
-    bases = [bases_from.get((t, q), 0) for t, q, _ in batch.groups()]
-    qoffs = batch.write_into(out, 8, physical_offset=phys, store_timestamp=1_800_000_000_250, store_ip=store.ip,
-                             store_port=store.port, queue_offset_bases=bases)
+    table = dict(bases_from)
+    batch.append_to(out, 8, table, physical_offset=phys, store_timestamp=1_800_000_000_250, store_ip=store.ip,
+                    store_port=store.port)
     assert out[:8] == bytes(8) and out[8 + batch.total_bytes:] == bytes(8), "wrote outside its range"
-    return bytes(out[8:8 + batch.total_bytes]), qoffs
+    with pytest.raises(ValueError, match="appended already"):
+        batch.append_to(out, 8, table, physical_offset=phys, store_timestamp=1, store_ip=store.ip, store_port=1)
+    return bytes(out[8:8 + batch.total_bytes]), batch.queue_offsets
 
 
 @SETTINGS

@@ -384,8 +384,7 @@ class Broker:
         self.replication.notify()
         code = STATUS_CODES[rs.status]
         if rs.ok:
-            last = rs[len(rs) - 1]
-            code = await self.replication.replicated(last.physical_offset + last.wrote_bytes) or code
+            code = await self.replication.replicated(rs.end_offset) or code
         first = rs[0]
         return RemotingCommand.create_response(cmd, code, None, {
             "msgId": rs.joined_msg_ids(), "queueId": first.queue_id, "queueOffset": first.queue_offset})

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-from itertools import accumulate
 from pathlib import Path
 
 from rocketq.common.msgid import HostAddress
@@ -34,28 +32,6 @@ from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
 from rocketq.store.record import END_FILE_MIN_BLANK_LENGTH, encode_blank
 from rocketq.store.results import PutError, PutStatus
-
-
-@dataclass(slots=True)
-class Appended:
-    """Where an appended batch went."""
-
-    first_offset: int           # physical offset of the first record
-    batch: object               # the RecordBatch (its sizes and queue ids)
-    queue_offsets: list[int]
-    store_timestamp: int
-
-    @property
-    def sizes(self) -> list[int]:
-        return self.batch.sizes
-
-    @property
-    def offsets(self) -> list[int]:
-        return list(accumulate(self.batch.sizes[:-1], initial=self.first_offset))
-
-    @property
-    def end_offset(self) -> int:
-        return self.first_offset + self.batch.total_bytes
 
 
 class CommitLog:
@@ -74,32 +50,29 @@ class CommitLog:
 
     # -- appending ---------------------------------------------------------------------------
 
-    def append(self, batch, *, clock=time.time, on_appended=None) -> Appended:
-        """Append *batch* (a ``RecordBatch``) under the put lock; raises PutError (nothing written) on
-        failure.  *on_appended(count)* runs inside the lock, so the dispatcher hears in log order."""
+    def append(self, batch, *, clock=time.time, on_appended=None) -> tuple[int, int]:
+        """Append *batch* (a ``RecordBatch``) under the put lock; returns (physical offset of its first
+        record, store timestamp); its queue offsets are then on the batch.  Raises PutError (nothing
+        written) on failure.  *on_appended(count)* runs inside the lock, so the dispatcher hears in
+        log order."""
         total = batch.total_bytes
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise PutError(PutStatus.MESSAGE_ILLEGAL,
                            f"a batch of {total} bytes does not fit in a {self.file_size}-byte commitlog segment")
-        groups = batch.groups()
-        table = self.queue_offsets
         ip, port = self.store_host
         with self.put_lock:
             mf = self._segment_for(total)
             store_ts = int(clock() * 1000)
             pos = mf.wrote
             first = mf.file_from_offset + pos
-            bases = [table.get((topic, qid), 0) for topic, qid, _ in groups]
-            qoffs = batch.write_into(mf.write_target(), pos, physical_offset=first, store_timestamp=store_ts,
-                                     store_ip=ip, store_port=port, queue_offset_bases=bases)
+            batch.append_to(mf.write_target(), pos, self.queue_offsets, physical_offset=first,
+                            store_timestamp=store_ts, store_ip=ip, store_port=port)
             mf.advance(total)
-            for (topic, qid, count), base in zip(groups, bases):
-                table[(topic, qid)] = base + count
             mf.store_timestamp = store_ts
             self.last_store_timestamp = store_ts
             if on_appended is not None:
-                on_appended(len(qoffs))
-        return Appended(first, batch, qoffs, store_ts)
+                on_appended(len(batch))
+        return first, store_ts
 
     def _segment_for(self, total: int) -> MappedFile:
         """The segment the next *total* bytes go to, closing the current one with a blank if needed."""

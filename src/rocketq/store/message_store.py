@@ -303,13 +303,12 @@ class MessageStore(StoreMaintenance):
         if not self.running:
             return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running")
         try:
-            appended = self.commitlog.append(self._preparer.messages([msg]), clock=self._clock,
-                                             on_appended=self.dispatcher.notify_appended)
+            batch = self._preparer.messages([msg])
+            phy, store_ts = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
         except PutError as exc:
             return PutMessageResult(exc.status, error=exc.reason)
-        phy = appended.first_offset
-        return PutMessageResult(PutStatus.PUT_OK, self._msg_id_prefix + f"{phy:016X}", phy, appended.queue_offsets[0],
-                                appended.batch.queue_ids[0], appended.batch.total_bytes, appended.store_timestamp)
+        return PutMessageResult(PutStatus.PUT_OK, self._msg_id_prefix + f"{phy:016X}", phy, batch.queue_offset(0),
+                                batch.queue_ids[0], batch.total_bytes, store_ts)
 
     def put_messages(self, msgs: list[Message] | RecordBatch) -> BatchPutResult:
         """Append *msgs* as one batch under one lock: all are stored, or none (with the reason).
@@ -320,14 +319,15 @@ class MessageStore(StoreMaintenance):
         if not count:
             return BatchPutResult(PutStatus.PUT_OK)
         try:
-            batch = msgs if isinstance(msgs, RecordBatch) else self._preparer.messages(list(msgs))
-            appended = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
+            batch = msgs if isinstance(msgs, RecordBatch) else self._preparer.messages(msgs)
+            phy, store_ts = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
         except PutError as exc:
             return BatchPutResult(exc.status, error=exc.reason, count=count)
         status = PutStatus.PUT_OK
-        if self.group_commit is not None and not self.group_commit.wait_flushed(appended.end_offset):
+        if self.group_commit is not None and not self.group_commit.wait_flushed(phy + batch.total_bytes):
             status = PutStatus.FLUSH_DISK_TIMEOUT
-        return BatchPutResult(status, appended=appended, store_host=self.store_host)
+        return BatchPutResult(status, batch=batch, first_offset=phy, store_timestamp=store_ts,
+                              store_host=self.store_host)
 
     def stage_wire_batch(self, body: bytes, **header) -> RecordBatch | None:
         """A SEND_BATCH_MESSAGE body as a batch to :meth:`put_messages`, or None when a message in it

@@ -46,9 +46,9 @@ class Preparer:
         self._store_v6 = store_host.is_v6
 
     def messages(self, msgs: list[Message]) -> RecordBatch:
-        """The batch of *msgs*; raises PutError naming the first bad message."""
+        """The batch of *msgs* (a list); raises PutError naming the first bad message."""
         try:
-            return RecordBatch.from_messages(msgs, max_body_bytes=self._max_body, store_v6=self._store_v6,
+            return RecordBatch.from_messages(msgs if msgs.__class__ is list else list(msgs), max_body_bytes=self._max_body, store_v6=self._store_v6,
                                              general=self._general_row, check_topic=topic_error)
         except _native.BatchError as exc:
             raise PutError(PutStatus[exc.args[0]], exc.args[1]) from None

@@ -62,14 +62,16 @@ class PutMessageResult:
 class BatchPutResult:
     """Results of one ``put_messages`` call; items are built on access (the batch path is hot)."""
 
-    __slots__ = ("status", "error", "_appended", "_count", "_store_host")
+    __slots__ = ("status", "error", "_batch", "first_offset", "store_timestamp", "_count", "_store_host")
 
-    def __init__(self, status: PutStatus, *, error: str | None = None, appended=None,
-                 store_host: HostAddress | None = None, count: int = 0):
+    def __init__(self, status: PutStatus, *, error: str | None = None, batch=None, first_offset: int = -1,
+                 store_timestamp: int = 0, store_host: HostAddress | None = None, count: int = 0):
         self.status = status
         self.error = error
-        self._appended = appended            # a CommitLog Appended, None when nothing was stored
-        self._count = len(appended.queue_offsets) if appended is not None else count
+        self._batch = batch                  # the appended RecordBatch, None when nothing was stored
+        self.first_offset = first_offset
+        self.store_timestamp = store_timestamp
+        self._count = len(batch) if batch is not None else count
         self._store_host = store_host
 
     @property
@@ -77,21 +79,24 @@ class BatchPutResult:
         return self.status == PutStatus.PUT_OK
 
     @property
-    def store_timestamp(self) -> int:
-        return self._appended.store_timestamp if self._appended is not None else 0
+    def end_offset(self) -> int:
+        """Where the batch ends in the log (what a replica must reach), -1 when nothing was stored."""
+        return self.first_offset + self._batch.total_bytes if self._batch is not None else -1
 
     def __len__(self) -> int:
         return self._count
 
     def __getitem__(self, i: int) -> PutMessageResult:
-        a = self._appended
-        if a is None:
-            if not -self._count <= i < self._count:
-                raise IndexError(i)
+        b = self._batch
+        if not -self._count <= i < self._count:
+            raise IndexError(i)
+        if b is None:
             return PutMessageResult(self.status, None, -1, -1, -1, 0, 0, self.error)
-        phy = a.offsets[i]
-        return PutMessageResult(self.status, offset_msg_id(self._store_host, phy), phy, a.queue_offsets[i],
-                                a.batch.queue_ids[i], a.sizes[i], a.store_timestamp, self.error)
+        i %= self._count
+        sizes = b.sizes
+        phy = self.first_offset + sum(sizes[:i])
+        return PutMessageResult(self.status, offset_msg_id(self._store_host, phy), phy, b.queue_offset(i),
+                                b.queue_ids[i], sizes[i], self.store_timestamp, self.error)
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
@@ -103,10 +108,9 @@ class BatchPutResult:
 
     def joined_msg_ids(self) -> str:
         """The offset message ids joined with ',', as a batch send response carries them."""
-        a = self._appended
-        if a is None:
+        if self._batch is None:
             return ",".join([offset_msg_id(self._store_host, -1)] * self._count) if self._store_host else ""
-        return a.batch.joined_msg_ids(self._store_host.packed, a.first_offset)
+        return self._batch.joined_msg_ids(self._store_host.packed, self.first_offset)
 
 
 class GetStatus(str, Enum):
