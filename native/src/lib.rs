@@ -4,12 +4,14 @@
 use pyo3::prelude::*;
 
 mod batch;
+mod columns;
 mod buffers;
 mod dispatch;
 mod index;
 mod javahash;
 mod msgid;
 mod props;
+mod reads;
 mod record;
 mod scan;
 mod slots;
@@ -49,6 +51,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index::index_put, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_segment, m)?)?;
     m.add_function(wrap_pyfunction!(scan::find_record_start, m)?)?;
+    m.add_function(wrap_pyfunction!(reads::read_units, m)?)?;
+    m.add_function(wrap_pyfunction!(columns::record_columns, m)?)?;
     m.add_class::<batch::RecordBatch>()?;
     m.add_class::<dispatch::DispatchRun>()?;
     m.add("BatchError", py.get_type::<batch::BatchError>())?;

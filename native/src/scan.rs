@@ -109,7 +109,8 @@ pub fn scan_segment<'py>(py: Python<'py>, segment: &Bound<'py, PyAny>, base_offs
         return Err(pyo3::exceptions::PyValueError::new_err(format!("scan_segment: start {start} is past limit {limit}")));
     }
     // SAFETY: the export is held for the whole call.
-    let w = py.detach(|| walk(unsafe { whole.slice() }, base_offset, start, limit, check_crc, torn_from));
+    let run = || walk(unsafe { whole.slice() }, base_offset, start, limit, check_crc, torn_from);
+    let w = if limit - start >= crate::batch::DETACH_FROM_BYTES { py.detach(run) } else { run() };
     Ok((ne_bytes(py, &w.positions), ne_bytes(py, &w.sizes), w.end, w.blank, w.error))
 }
 
@@ -121,7 +122,7 @@ pub fn find_record_start(py: Python<'_>, segment: &Bound<'_, PyAny>, base_offset
     let buf = Bytes::readable(segment)?;
     let raw = buf.raw();
     let magic = record::MAGIC_V1.to_be_bytes();
-    Ok(py.detach(|| {
+    let search = || {
         // SAFETY: the export is held for the call.
         let data = unsafe { raw.slice() };
         let hi = hi.min(data.len());
@@ -133,5 +134,6 @@ pub fn find_record_start(py: Python<'_>, segment: &Bound<'_, PyAny>, base_offset
             p += 1;
         }
         None
-    }))
+    };
+    Ok(if hi.saturating_sub(lo) >= crate::batch::DETACH_FROM_BYTES { py.detach(search) } else { search() })
 }
