@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.broker import admin, queries
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
@@ -42,6 +43,7 @@ from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction
 from rocketq.common import fastjson
 from rocketq.common.msgid import HostAddress
+from rocketq.common.validation import NOT_ALLOWED_SEND_TOPICS
 from rocketq.remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode, not_supported_response
 from rocketq.remoting.tls import ServerTls, TlsMode, TlsServerConfig, client_context
 from rocketq.store import MessageStore, StoreConfig
@@ -276,6 +278,11 @@ class Broker:
         trust = self.settings.tls_trust_cert_path
         return client_context(trust, verify=trust is not None)
 
+    def authorize_found(self, conn, cmd: RemotingCommand, resources: list[tuple[str, str, int]]) -> RemotingCommand | None:
+        """With ACL on: the NO_PERMISSION answer when the account that sent *cmd* may not have what
+        the request found (the topic of the message at an offset), else None."""
+        return None if self.acl is None else self.acl.check_found(_ip_of(conn), cmd, resources)
+
     async def _sample_stats_loop(self) -> None:
         while True:
             await asyncio.sleep(1.0)
@@ -290,10 +297,17 @@ class Broker:
         if "watched" not in conn.context:        # first request on this connection: watch its end
             conn.context["watched"] = True
             conn.on_close(lambda c: self._notify_changed(self.clients.connection_closed(c)))
-        if self.acl is not None:
-            denied = self.acl.check(_ip_of(conn), cmd)
-            if denied is not None:
-                return denied
+        try:
+            if self.acl is not None:
+                denied = self.acl.check(_ip_of(conn), cmd, needs_of(cmd))
+                if denied is not None:
+                    return denied
+            # every topic and group named is checked before any handler touches files with it
+            bad_name = request_names_refusal(cmd)
+        except RequestBodyError as exc:
+            return RemotingCommand.create_response(cmd, ResponseCode.INVALID_PARAMETER, str(exc))
+        if bad_name is not None:
+            return RemotingCommand.create_response(cmd, ResponseCode.INVALID_PARAMETER, bad_name)
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return not_supported_response(cmd)
@@ -303,6 +317,9 @@ class Broker:
 
     def _topic_for_send(self, cmd: RemotingCommand) -> TopicConfig | RemotingCommand:
         topic = cmd.get_str("topic")
+        if topic in NOT_ALLOWED_SEND_TOPICS:      # the broker's own (schedule, half, op ...) topics
+            return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION,
+                                                   f"Sending message to topic[{topic}] is forbidden.")
         tc = self.topics.get(topic) or self.topics.create_in_send(
             topic, cmd.get_str("defaultTopic", "TBW102"), cmd.get_int("defaultTopicQueueNums", 4))
         if tc is None:
