@@ -280,8 +280,11 @@ class Broker:
 
     def authorize_found(self, conn, cmd: RemotingCommand, resources: list[tuple[str, str, int]]) -> RemotingCommand | None:
         """With ACL on: the NO_PERMISSION answer when the account that sent *cmd* may not have what
-        the request found (the topic of the message at an offset), else None."""
-        return None if self.acl is None else self.acl.check_found(_ip_of(conn), cmd, resources)
+        the request found (the topic of the message at an offset), else None.  *conn* None is an
+        in-process caller (the gRPC endpoint) that authorized the call itself."""
+        if self.acl is None or conn is None:
+            return None
+        return self.acl.check_found(_ip_of(conn), cmd, resources)
 
     async def _sample_stats_loop(self) -> None:
         while True:
