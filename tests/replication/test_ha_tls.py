@@ -16,6 +16,7 @@ from cluster import small_store  # noqa: E402
 from waiting import until  # noqa: E402
 
 from rocketq.broker.broker import Broker, BrokerSettings  # noqa: E402
+from rocketq.broker import ha_auth  # noqa: E402
 from rocketq.broker.ha import HAMaster  # noqa: E402
 from rocketq.client import Message, Producer  # noqa: E402
 from rocketq.client.api import MQClientAPI  # noqa: E402
@@ -61,13 +62,30 @@ class _TinyStore:
         return 0
 
 
+def _recv_exactly(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        part = sock.recv(n - len(data))
+        if not part:
+            return b""
+        data += part
+    return data
+
+
 def _hello(port: int, ctx: ssl.SSLContext | None) -> bytes:
-    """An HA slave's first words (its CommitLog end, 0), then what the master answers: the log's
-    first chunk, or b"" when it closes the connection."""
+    """An HA slave's first words (the handshake, no credentials, then its CommitLog end, 0), then what
+    the master answers: the log's first chunk, or b"" when it closes the connection."""
     with socket.create_connection(("127.0.0.1", port), timeout=8) as raw:
         sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1") if ctx is not None else raw
-        sock.sendall(struct.pack(">q", 0))
         try:
+            sock.sendall(ha_auth.hello())
+            challenge = _recv_exactly(sock, 38)
+            if not challenge:
+                return b""
+            sock.sendall(ha_auth.proof(ha_auth.parse_challenge(challenge).nonce, None))
+            if _recv_exactly(sock, 3) != bytes([ha_auth.ACCEPTED, 0, 0]):
+                return b""
+            sock.sendall(struct.pack(">q", 0))
             return sock.recv(16)
         except (ConnectionError, ssl.SSLError):
             return b""

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
+from rocketq.acl.signing import sign
 from rocketq.broker import admin, queries
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
+from rocketq.broker.credentials import acl_file_of, broker_credentials, parse_credentials
 from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.locks import QueueLocks
 from rocketq.broker.long_polling import LongPollingService
@@ -74,6 +76,9 @@ class BrokerSettings:
     send_queue_capacity: int = 10_000        # sendThreadPoolQueueCapacity
     acl_enable: bool = False                 # aclEnable
     acl_file: str | None = None              # plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml
+    # innerClientAuthenticationCredentials (RocketMQ 5.3): {"accessKey": ..., "secretKey": ...} of an admin
+    # account; what this broker signs its own requests with (NameServers, its master, HA)
+    inner_credentials: str | None = None
     tls: TlsServerConfig = TlsServerConfig()  # tls.server.mode / certPath / keyPath / trustCertPath
     tls_enable: bool = False                  # tls.enable: TLS on connections this broker makes
     tls_trust_cert_path: str | None = None    # tls.client.trustCertPath (None: do not verify, tls.test.mode)
@@ -100,6 +105,8 @@ class BrokerSettings:
         for what, name in (("brokerName", self.broker_name), ("brokerClusterName", self.cluster_name)):
             if topic_error(name):         # both become topic names in RocketMQ
                 raise ValueError(f"{what} {name!r}: {topic_error(name)}")
+        if self.inner_credentials is not None:
+            parse_credentials(self.inner_credentials)           # raises naming the key
         if self.default_topic_queue_nums < 1:
             raise ValueError("defaultTopicQueueNums must be at least 1")
         TimerPolicy(self.timer_wheel_enable, self.timer_max_delay_sec * 1000)        # raises if not positive
@@ -150,7 +157,7 @@ class Broker:
         self.acl = None
         if settings.acl_enable:
             from rocketq.acl import AclValidator
-            self.acl = AclValidator(Path(settings.acl_file) if settings.acl_file else config_dir / "plain_acl.yml")
+            self.acl = AclValidator(acl_file_of(settings.acl_file, store_config.store_path))
         self.clients = ClientManager()
         self.timer_policy = TimerPolicy(settings.timer_wheel_enable, settings.timer_max_delay_sec * 1000)
         self.timer: Timer | None = None
@@ -215,7 +222,7 @@ class Broker:
                                                  broker_name=self.settings.broker_name,
                                                  broker_id=self._registered_id(), broker_addr=self.address,
                                                  ha_addr=ha_addr, topic_table=self.topics.encode,
-                                                 ssl_context=self.client_ssl_context())
+                                                 ssl_context=self.client_ssl_context(), sign=self.sign_outgoing)
             self.topics.listeners.append(self.registrar.topics_changed)
             await self.registrar.register_once()      # routes exist when start() returns, as in RocketMQ
             self.registrar.start()
@@ -231,6 +238,14 @@ class Broker:
             self.controller_agent.start()
         log.info("broker %s listening on %s", self.settings.broker_name, self.address)
         return self
+
+    def listeners(self) -> list[tuple[str, str, int]]:
+        """(what, bound host, port) of this broker's listening sockets: remoting, and HA on a master."""
+        out = [("broker", self.server.host, self.server.port)]
+        master = getattr(getattr(self, "replication", None), "master", None)
+        if master is not None:
+            out.append(("HA", master.host, master.port))
+        return out
 
     def _registered_id(self) -> int:
         """The id in the NameServers' routes: 0 while master in controller mode (RocketMQ's convention)."""
@@ -270,6 +285,15 @@ class Broker:
         while True:
             await asyncio.sleep(OFFSET_PERSIST_INTERVAL_S)
             await asyncio.to_thread(self.offsets.persist)
+
+    def credentials(self) -> tuple[str, str] | None:
+        """(accessKey, secretKey) this broker signs its own requests with (:mod:`rocketq.broker.credentials`)."""
+        return broker_credentials(self.settings.inner_credentials, self.acl)
+
+    def sign_outgoing(self, cmd: RemotingCommand) -> RemotingCommand:
+        """*cmd* signed with :meth:`credentials` (ACL 1.0, as clients sign), or as it is without them."""
+        creds = self.credentials()
+        return sign(cmd, *creds) if creds is not None else cmd
 
     def client_ssl_context(self):
         """The SSL context for connections this broker opens (NameServers, ...), or None."""
