@@ -121,6 +121,11 @@ class AclValidator:
         needs = needs_of(cmd) if needs is None else needs
         return self._decide(ip, cmd, needs.resources, admin_request=needs.admin)
 
+    def check_admin(self, ip: str, cmd: RemotingCommand) -> RemotingCommand | None:
+        """None when *cmd* from *ip* is an admin account's signed request (or the address is
+        white-listed), else the NO_PERMISSION answer: what a NameServer asks of a write."""
+        return self._decide(ip, cmd, (), admin_request=True)
+
     def check_found(self, ip: str, cmd: RemotingCommand, resources: list[tuple[str, str, int]]) -> RemotingCommand | None:
         """The same decision for resources only known once the request was looked up (the topic of
         the message a VIEW_MESSAGE_BY_ID finds): None when allowed, else the NO_PERMISSION answer."""
