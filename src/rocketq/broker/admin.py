@@ -73,7 +73,7 @@ def _error(cmd: RemotingCommand, code: int, remark: str) -> RemotingCommand:
 # -- topics ------------------------------------------------------------------------------------
 
 def create_topic(broker, cmd):
-    refused = _system_topic_refusal(cmd)
+    refused = _system_topic_refusal(broker, cmd)
     if refused is not None:
         return refused
     try:
@@ -88,7 +88,7 @@ def create_topic(broker, cmd):
 
 def delete_topic(broker, cmd):
     topic = cmd.get_str("topic")
-    refused = _system_topic_refusal(cmd)
+    refused = _system_topic_refusal(broker, cmd)
     if refused is not None:
         return refused
     try:
@@ -100,11 +100,11 @@ def delete_topic(broker, cmd):
     return ok(cmd)
 
 
-def _system_topic_refusal(cmd):
-    """RocketMQ's ``validateSystemTopicWhenUpdateTopic``: its system topics are not an admin's to
-    create, change or delete (the broker makes them itself)."""
+def _system_topic_refusal(broker, cmd):
+    """RocketMQ's ``validateSystemTopicWhenUpdateTopic`` (on by default): its system topics are not an
+    admin's to create, change or delete (the broker makes them itself)."""
     topic = cmd.get_str("topic")
-    if is_system_topic(topic):
+    if broker.settings.validate_system_topic and is_system_topic(topic):
         return _error(cmd, ResponseCode.INVALID_PARAMETER, f"The topic[{topic}] is conflict with system topic.")
     return None
 

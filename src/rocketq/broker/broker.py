@@ -79,6 +79,7 @@ class BrokerSettings:
     # innerClientAuthenticationCredentials (RocketMQ 5.3): {"accessKey": ..., "secretKey": ...} of an admin
     # account; what this broker signs its own requests with (NameServers, its master, HA)
     inner_credentials: str | None = None
+    validate_system_topic: bool = True        # validateSystemTopicWhenUpdateTopic: admins may not touch system topics
     tls: TlsServerConfig = TlsServerConfig()  # tls.server.mode / certPath / keyPath / trustCertPath
     tls_enable: bool = False                  # tls.enable: TLS on connections this broker makes
     tls_trust_cert_path: str | None = None    # tls.client.trustCertPath (None: do not verify, tls.test.mode)

@@ -62,6 +62,7 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "sendThreadPoolQueueCapacity": ("send_queue_capacity", None),
     "aclEnable": ("acl_enable", None), "aclFile": ("acl_file", None),
     "innerClientAuthenticationCredentials": ("inner_credentials", None),
+    "validateSystemTopicWhenUpdateTopic": ("validate_system_topic", None),
     "brokerRole": ("broker_role", None), "haListenPort": ("ha_listen_port", None),
     "haMasterAddress": ("ha_master_address", None), "slaveReadEnable": ("slave_read_enable", None),
     "whichBrokerWhenConsumeSlowly": ("which_broker_when_consume_slowly", None),
