@@ -163,3 +163,34 @@ def test_permissive_ha_port_serves_plain_and_tls_and_reloads_the_certificate(pki
         finally:
             await master.close()
     asyncio.run(main())
+
+
+def test_client_certificates_authenticate_slaves_with_acl_off(pki):
+    """tlsMode enforcing + need.client.auth=require: only a slave showing a certificate from the
+    trusted CA (tls.client.certPath / keyPath) gets the log; a TLS peer without one gets nothing."""
+    ca, tmp_path = pki
+    slave_cert = ca.issue_cert("slave.rocketq.test")
+    slave_cert.cert_chain_pems[0].write_to_path(str(tmp_path / "slave.pem"))
+    slave_cert.private_key_pem.write_to_path(str(tmp_path / "slave.key"))
+    mutual = TlsServerConfig(TlsMode.ENFORCING, str(tmp_path / "server.pem"), str(tmp_path / "server.key"),
+                             trust_cert_path=str(tmp_path / "ca.pem"), need_client_auth="require")
+
+    async def main():
+        master = await Broker(BrokerSettings(broker_name="broker-a", port=0, ha_listen_port=0, tls=mutual),
+                              small_store(tmp_path / "m")).start()
+        ha = f"127.0.0.1:{master.replication.master.port}"
+        slave = await Broker(BrokerSettings(broker_name="broker-a", broker_id=1, port=0, broker_role="SLAVE",
+                                            ha_master_address=ha, tls_enable=True,
+                                            tls_trust_cert_path=str(tmp_path / "ca.pem"),
+                                            tls_client_cert_path=str(tmp_path / "slave.pem"),
+                                            tls_client_key_path=str(tmp_path / "slave.key")),
+                             small_store(tmp_path / "s")).start()
+        try:
+            await until(lambda: master.replication.master.slaves, 20, "the slave with a certificate")
+            anonymous = await asyncio.to_thread(_hello, master.replication.master.port,
+                                                client_context(str(tmp_path / "ca.pem")))
+            assert anonymous == b""
+        finally:
+            await slave.close()
+            await master.close()
+    asyncio.run(main())

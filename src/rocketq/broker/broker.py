@@ -83,6 +83,8 @@ class BrokerSettings:
     tls: TlsServerConfig = TlsServerConfig()  # tls.server.mode / certPath / keyPath / trustCertPath
     tls_enable: bool = False                  # tls.enable: TLS on connections this broker makes
     tls_trust_cert_path: str | None = None    # tls.client.trustCertPath (None: do not verify, tls.test.mode)
+    tls_client_cert_path: str | None = None   # tls.client.certPath / keyPath: the certificate this broker shows
+    tls_client_key_path: str | None = None    # (a master with tls.server.need.client.auth=require asks for one)
     broker_role: str = "ASYNC_MASTER"         # brokerRole: ASYNC_MASTER | SYNC_MASTER | SLAVE
     ha_listen_port: int | None = None         # haListenPort (None: listenPort + 1)
     ha_master_address: str | None = None      # haMasterAddress (a slave; None: learned from the NameServers)
@@ -106,6 +108,8 @@ class BrokerSettings:
         for what, name in (("brokerName", self.broker_name), ("brokerClusterName", self.cluster_name)):
             if topic_error(name):         # both become topic names in RocketMQ
                 raise ValueError(f"{what} {name!r}: {topic_error(name)}")
+        if bool(self.tls_client_cert_path) != bool(self.tls_client_key_path):
+            raise ValueError("tls.client.certPath and tls.client.keyPath go together")
         if self.inner_credentials is not None:
             parse_credentials(self.inner_credentials)           # raises naming the key
         if self.default_topic_queue_nums < 1:
@@ -301,7 +305,8 @@ class Broker:
         if not self.settings.tls_enable:
             return None
         trust = self.settings.tls_trust_cert_path
-        return client_context(trust, verify=trust is not None)
+        return client_context(trust, verify=trust is not None, cert_path=self.settings.tls_client_cert_path,
+                              key_path=self.settings.tls_client_key_path)
 
     def authorize_found(self, conn, cmd: RemotingCommand, resources: list[tuple[str, str, int]]) -> RemotingCommand | None:
         """With ACL on: the NO_PERMISSION answer when the account that sent *cmd* may not have what
