@@ -182,3 +182,35 @@ def test_with_acl_off_a_slave_needs_no_credentials(tmp_path):
             for part in (slave, master, namesrv):
                 await part.close()
     asyncio.run(main())
+
+
+def test_a_whole_cluster_with_acl_on_registers_syncs_and_replicates(tmp_path):
+    """NameServer, master and slave all with ACL on, sharing one file: the brokers sign their
+    registrations, the slave its admin reads of the master's config and its HA sign-in, with the
+    file's admin account and no other setting."""
+    async def main():
+        for d in ("m", "s"):
+            (tmp_path / d).mkdir()
+            write_acl_file(tmp_path / d, ACL)
+        from rocketq.acl import AclValidator
+        namesrv = await NameServer("127.0.0.1", 0, kv_path=tmp_path / "kv.json",
+                                   acl=AclValidator(tmp_path / "m" / "config" / "plain_acl.yml")).start()
+        addr = f"127.0.0.1:{namesrv.port}"
+        master = await Broker(BrokerSettings(broker_name="broker-a", port=0, namesrv_addr=addr, ha_listen_port=0,
+                                             acl_enable=True), small_store(tmp_path / "m")).start()
+        slave = await Broker(BrokerSettings(broker_name="broker-a", broker_id=1, port=0, namesrv_addr=addr,
+                                            broker_role="SLAVE", acl_enable=True), small_store(tmp_path / "s")).start()
+        client = RemotingClient("127.0.0.1", master.server.port)
+        try:
+            create = RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": "Synced", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6})
+            assert (await client.invoke(sign(create, "replicator", "r-secret"), 10)).code == 0
+            await until(lambda: slave.topics.get("Synced") is not None, 30, "the slave to copy the topic config")
+            await until(lambda: slave.store.max_physical_offset() == master.store.max_physical_offset(), 20,
+                        "the slave to catch up")
+            assert namesrv.routes.route("Synced") is not None
+        finally:
+            await client.close()
+            for part in (slave, master, namesrv):
+                await part.close()
+    asyncio.run(main())
