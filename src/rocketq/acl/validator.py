@@ -126,7 +126,8 @@ class AclValidator:
         white-listed), else the NO_PERMISSION answer: what a NameServer asks of a write."""
         return self._decide(ip, cmd, (), admin_request=True)
 
-    def check_found(self, ip: str, cmd: RemotingCommand, resources: list[tuple[str, str, int]]) -> RemotingCommand | None:
+    def check_found(self, ip: str, cmd: RemotingCommand,
+                    resources: list[tuple[str, str, int]]) -> RemotingCommand | None:
         """The same decision for resources only known once the request was looked up (the topic of
         the message a VIEW_MESSAGE_BY_ID finds): None when allowed, else the NO_PERMISSION answer."""
         return self._decide(ip, cmd, resources, admin_request=False)

@@ -308,7 +308,8 @@ class Broker:
         return client_context(trust, verify=trust is not None, cert_path=self.settings.tls_client_cert_path,
                               key_path=self.settings.tls_client_key_path)
 
-    def authorize_found(self, conn, cmd: RemotingCommand, resources: list[tuple[str, str, int]]) -> RemotingCommand | None:
+    def authorize_found(self, conn, cmd: RemotingCommand,
+                        resources: list[tuple[str, str, int]]) -> RemotingCommand | None:
         """With ACL on: the NO_PERMISSION answer when the account that sent *cmd* may not have what
         the request found (the topic of the message at an offset), else None.  *conn* None is an
         in-process caller (the gRPC endpoint) that authorized the call itself."""

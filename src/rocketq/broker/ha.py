@@ -88,7 +88,8 @@ class HAMaster:
             raise OSError(exc.errno, f"HA port {self.host}:{self.port} (haListenPort): {exc.strerror}") from None
         log.info("HA master listening on %s:%d%s, %s", self.host, self.port,
                  f" (TLS {self.tls.mode.value})" if self.tls is not None else "",
-                 "slaves must sign in with an admin account" if self.acl is not None else "ACL off: any slave is served")
+                 "slaves must sign in with an admin account" if self.acl is not None
+                 else "ACL off: any slave is served")
         return self
 
     def _stream_protocol(self) -> asyncio.StreamReaderProtocol:

@@ -61,7 +61,8 @@ class SlaveSync:
         r = await self._client.invoke(self._broker.sign_outgoing(RemotingCommand.create_request(code, {})), timeout_s=5)
         if r.code == ResponseCode.NO_PERMISSION:
             raise PermissionError(f"master {addr} refused {RequestCode(code).name}: {r.remark} (set "
-                                  "innerClientAuthenticationCredentials to an admin account of the master's plain_acl.yml)")
+                                  "innerClientAuthenticationCredentials to an admin account of the master's "
+                                  "plain_acl.yml)")
         if r.code != ResponseCode.SUCCESS:
             raise ConnectionError(f"master answered {r.code}: {r.remark}")
         return r.body
