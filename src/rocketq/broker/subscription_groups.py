@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketq.common.data_version import DataVersion
+from rocketq.common.validation import name_refusal
 from rocketq.store.config_files import read_json, write_json
 
 
@@ -71,6 +72,10 @@ class SubscriptionGroupManager:
         return cfg
 
     def update(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        """Create or replace *cfg*; raises ValueError for a group name RocketMQ would refuse."""
+        why = name_refusal("group", cfg.group_name)
+        if why is not None:
+            raise ValueError(why)
         with self._lock:
             self.table[cfg.group_name] = cfg
             self.data_version.next()

@@ -133,7 +133,10 @@ class TopicConfigManager:
         return tc
 
     def delete(self, topic: str) -> bool:
-        """Remove *topic*; raises TopicConfigError for the broker's own system topics."""
+        """Remove *topic*; raises TopicConfigError for an illegal name or the broker's own system topics."""
+        err = topic_error(topic)
+        if err:
+            raise TopicConfigError(err)
         if topic in self.system_topics:
             raise TopicConfigError(f"topic {topic!r} is a system topic of this broker and cannot be deleted")
         with self._lock:

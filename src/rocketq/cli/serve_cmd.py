@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from rocketq.server import config as server_config
+from rocketq.server.exposure import exposure
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,9 @@ def _common_options(fn):
                      help="broker.conf (Java properties) or .toml file with RocketMQ key names."),
         click.option("--store-path", type=click.Path(path_type=Path),
                      help="Store root (storePathRootDir) [default: ~/rocketq/store]."),
-        click.option("--host", help="Address to listen on (bindAddress) [default: 0.0.0.0]."),
+        click.option("--host", help="Address every port listens on (bindAddress) [default: 127.0.0.1, this "
+                                    "machine only; 0.0.0.0 for every interface]. brokerIP1 only sets the "
+                                    "address announced to clients."),
         click.option("--port", type=click.IntRange(0, 65535), help="Broker port (listenPort) [default: 10911]."),
         click.option("--flush-disk-type", type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
                      help="flushDiskType [default: ASYNC_FLUSH]."),
@@ -76,7 +79,7 @@ def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, 
                  "listenPort": port, "flushDiskType": flush_disk_type, **extra, **_parse_sets(sets)}
     if acl_file:
         overrides.update(aclEnable="true", aclFile=str(acl_file))
-    defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "0.0.0.0"}
+    defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "127.0.0.1"}
     try:
         cfg = server_config.build([(k, v, "default") for k, v in defaults.items()]
                                   + (server_config.read_file(config_file) if config_file else [])
@@ -108,7 +111,8 @@ def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, 
         click.echo(f"rocketq serving: NameServer {addrs['namesrv']}, broker {cfg.broker.broker_name} "
                    f"({cfg.broker.cluster_name}) {addrs['broker']}"
                    + (f", gRPC {addrs['grpc']}" if "grpc" in addrs else "")
-                   + f", store {cfg.store.store_path} ({cfg.store.flush_disk_type})", nl=True)
+                   + f", store {cfg.store.store_path} ({cfg.store.flush_disk_type}); "
+                   + exposure(server.listeners(), acl=cfg.broker.acl_enable, tls=cfg.broker.tls.mode), nl=True)
 
     async def stop() -> None:
         await server.close()
@@ -132,8 +136,10 @@ def broker(config_file, store_path, host, port, flush_disk_type, acl_file, sets,
 
     async def start() -> None:
         await b.start()
-        click.echo(f"broker {cfg.broker.broker_name} ({cfg.broker.cluster_name}) listening on {b.address}, "
-                   f"store {cfg.store.store_path}", nl=True)
+        # "listening on <host:port>" first: scripts and tests read the broker's bound address there
+        click.echo(f"broker {cfg.broker.broker_name} ({cfg.broker.cluster_name}) "
+                   + exposure(b.listeners(), acl=cfg.broker.acl_enable, tls=cfg.broker.tls.mode)
+                   + f"; announced as {b.address}, store {cfg.store.store_path}", nl=True)
 
     async def stop() -> None:
         await b.close()

@@ -61,6 +61,8 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "brokerFastFailureEnable": ("fast_failure", None), "waitTimeMillsInSendQueue": ("wait_in_send_queue_ms", None),
     "sendThreadPoolQueueCapacity": ("send_queue_capacity", None),
     "aclEnable": ("acl_enable", None), "aclFile": ("acl_file", None),
+    "innerClientAuthenticationCredentials": ("inner_credentials", None),
+    "validateSystemTopicWhenUpdateTopic": ("validate_system_topic", None),
     "brokerRole": ("broker_role", None), "haListenPort": ("ha_listen_port", None),
     "haMasterAddress": ("ha_master_address", None), "slaveReadEnable": ("slave_read_enable", None),
     "whichBrokerWhenConsumeSlowly": ("which_broker_when_consume_slowly", None),
@@ -68,6 +70,7 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "enableControllerMode": ("controller_mode", None), "controllerAddr": ("controller_addr", None),
     "controllerMasterRole": ("controller_master_role", None), "controllerLeaseEnable": ("controller_lease", None),
     "tls.enable": ("tls_enable", None), "tls.client.trustCertPath": ("tls_trust_cert_path", None),
+    "tls.client.certPath": ("tls_client_cert_path", None), "tls.client.keyPath": ("tls_client_key_path", None),
     "timerWheelEnable": ("timer_wheel_enable", None), "timerMaxDelaySec": ("timer_max_delay_sec", None),
 }
 # TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
