@@ -5,13 +5,16 @@
 //! GIL released.  Segments stay `mmap` objects owned by Python; while an export is held, `mmap`
 //! refuses to close or resize, so the memory cannot go away under the kernel.
 
-use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyBufferError, PyValueError};
+use std::mem::MaybeUninit;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 
-/// A contiguous byte buffer export.
+/// A contiguous buffer export taken as plain bytes (`PyBUF_SIMPLE`: any element type, e.g. an
+/// int64 numpy array of positions); released when dropped.  Created and dropped with the GIL held.
 pub struct Bytes {
-    buf: PyBuffer<u8>,
+    view: Box<ffi::Py_buffer>,
 }
 
 /// Raw parts of a buffer that may cross into GIL-released code (the export outlives the use).
@@ -45,28 +48,30 @@ impl RawParts {
 }
 
 impl Bytes {
-    pub fn readable(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
-        let buf = PyBuffer::<u8>::get(obj)?;
-        if !buf.is_c_contiguous() {
-            return Err(PyBufferError::new_err("a contiguous buffer is needed"));
+    fn get(obj: &Bound<'_, PyAny>, flags: std::os::raw::c_int) -> PyResult<Bytes> {
+        let mut view: Box<MaybeUninit<ffi::Py_buffer>> = Box::new(MaybeUninit::uninit());
+        // SAFETY: PyObject_GetBuffer fills the view or sets an exception and returns -1.
+        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), view.as_mut_ptr(), flags) } == -1 {
+            return Err(PyErr::fetch(obj.py()));
         }
-        Ok(Bytes { buf })
+        // SAFETY: initialised by the successful call above.
+        Ok(Bytes { view: unsafe { Box::from_raw(Box::into_raw(view) as *mut ffi::Py_buffer) } })
+    }
+
+    pub fn readable(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+        Self::get(obj, ffi::PyBUF_SIMPLE)
     }
 
     pub fn writable(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
-        let b = Self::readable(obj)?;
-        if b.buf.readonly() {
-            return Err(PyBufferError::new_err("the buffer is read-only"));
-        }
-        Ok(b)
+        Self::get(obj, ffi::PyBUF_WRITABLE)
     }
 
     pub fn len(&self) -> usize {
-        self.buf.len_bytes()
+        self.view.len as usize
     }
 
     pub fn raw(&self) -> RawParts {
-        RawParts { ptr: self.buf.buf_ptr() as *mut u8, len: self.buf.len_bytes() }
+        RawParts { ptr: self.view.buf as *mut u8, len: self.len() }
     }
 
     /// The bytes, borrowed for as long as this export (the GIL held by the caller).
@@ -84,5 +89,12 @@ impl Bytes {
         }
         let r = self.raw();
         Ok(RawParts { ptr: unsafe { r.ptr.add(start) }, len: end - start })
+    }
+}
+
+impl Drop for Bytes {
+    fn drop(&mut self) {
+        // SAFETY: the view came from a successful PyObject_GetBuffer; Bytes never leaves GIL-held code.
+        unsafe { ffi::PyBuffer_Release(&mut *self.view) };
     }
 }

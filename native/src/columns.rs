@@ -127,8 +127,14 @@ impl Columns {
         self.topic.push(Some(v.topic));
         self.queue_id.push(v.queue_id);
         self.queue_offset.push(v.queue_offset);
+        // a name given twice keeps its first place and its last value, as a Java or Python map does
+        let mut pairs: Vec<(&[u8], &[u8])> = Vec::new();
+        props::for_each(v.props, |name, value| match pairs.iter_mut().find(|(n, _)| *n == name) {
+            Some(pair) => pair.1 = value,
+            None => pairs.push((name, value)),
+        });
         let mut known = props::Known::default();
-        props::for_each(v.props, |name, value| {
+        for &(name, value) in &pairs {
             self.prop_keys.push(Some(name));
             self.prop_values.push(Some(value));
             match name {
@@ -137,7 +143,7 @@ impl Columns {
                 b"UNIQ_KEY" => known.uniq_key = Some(value),
                 _ => {}
             }
-        });
+        }
         self.map_offsets.push((self.prop_keys.offsets.len() - 1) as i32);
         self.keys.push(known.keys);
         self.tags.push(known.tags);

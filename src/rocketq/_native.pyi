@@ -128,3 +128,19 @@ def scan_segment(segment, base_offset: int | None, start: int, limit: int, *, ch
 
 def find_record_start(segment, base_offset: int, lo: int, hi: int) -> int | None:
     """First position in ``[lo, hi)`` holding the V1 magic at +4 and its own log offset as PHYSICALOFFSET."""
+
+def read_units(units: bytes, segment, seg_base: int, readable: int, *, log_min: int, max_bytes: int,
+               tag_codes: list[int] | None = None) -> tuple[bytes, int, int, int, bool, str]:
+    """The records consume-queue *units* point at in *segment* (log offsets ``[seg_base, seg_base +
+    readable)``), back to back: ``(records, count, units consumed, offset of the last record or -1,
+    expired records seen, stop)``.  Blank units, units below *log_min* (expired) and units whose tags
+    code is not in *tag_codes* are consumed without a record; a record that would pass *max_bytes*
+    (once one is taken) stops with "budget"; one in another segment stops with "segment"."""
+
+def record_columns(buf, positions) -> dict:
+    """Arrow buffers of every Spark column for the records at *positions* (an int64 buffer) in *buf*:
+    fixed-width columns as little-endian bytes, strings/binary as ``(validity or None, int32 offsets,
+    data)``, the properties map as ``map_offsets`` + ``prop_keys`` + ``prop_values`` (a repeated name
+    keeps its first place and last value); ``rows`` decoded (fewer when a column would pass 2 GiB),
+    ``uniform_topic``, ``compressed`` row numbers, ``error`` (None or why the record at row ``rows``
+    does not parse)."""
