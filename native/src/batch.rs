@@ -26,7 +26,7 @@ use pyo3::create_exception;
 
 use crate::buffers::Bytes;
 use crate::record::{self, Host, NOT_CONSUMABLE};
-use crate::{msgid, props, slots};
+use crate::{message, msgid, props, slots};
 
 /// The `Message` fields a plain message is read from, in the order `from_messages` unpacks them.
 const MESSAGE_FIELDS: [&str; 13] = ["topic", "body", "queue_id", "tags", "keys", "properties", "flag", "sys_flag",
@@ -269,50 +269,6 @@ fn host_arg(ip: &[u8], port: i64, what: &str) -> PyResult<Host> {
     Host::new(ip, port).ok_or_else(|| PyValueError::new_err(format!("{what} address has {} bytes, not 4 or 16", ip.len())))
 }
 
-/// Appends `TAGS\x01tags\x02` and `KEYS\x01k1 k2\x02` (keys: None, a str, or a list/tuple/iterable of
-/// str, joined by one space; nothing when they join to ""); false when a separator is inside.
-fn tags_keys_into(arena: &mut Vec<u8>, tags: Option<&[u8]>, keys: &Borrowed<'_, '_, PyAny>) -> PyResult<bool> {
-    let mut clean = true;
-    if let Some(t) = tags {
-        clean &= props::clean(t);
-        arena.extend_from_slice(b"TAGS\x01");
-        arena.extend_from_slice(t);
-        arena.push(props::PROPERTY);
-    }
-    if keys.is_none() {
-        return Ok(clean);
-    }
-    let mark = arena.len();
-    arena.extend_from_slice(b"KEYS\x01");
-    let body = arena.len();
-    let mut add = |arena: &mut Vec<u8>, first: bool, k: &Bound<'_, PyAny>| -> PyResult<()> {
-        let k = k.cast::<PyString>()?.to_str()?.as_bytes();
-        clean &= props::clean(k);
-        if !first {
-            arena.push(b' ');
-        }
-        arena.extend_from_slice(k);
-        Ok(())
-    };
-    if keys.cast::<PyString>().is_ok() {
-        add(arena, true, keys)?;
-    } else if let Ok(list) = keys.cast::<PyList>() {
-        for (j, k) in list.iter().enumerate() {
-            add(arena, j == 0, &k)?;
-        }
-    } else {
-        for (j, k) in keys.try_iter()?.enumerate() {
-            add(arena, j == 0, &k?)?;
-        }
-    }
-    if arena.len() == body {
-        arena.truncate(mark); // the keys join to "": no KEYS property
-    } else {
-        arena.push(props::PROPERTY);
-    }
-    Ok(clean)
-}
-
 /// The `bytes` of `obj`: itself when it is `bytes`, else a copy (kept alive by the batch).
 fn as_bytes<'py>(obj: &Bound<'py, PyAny>, keep: &mut Vec<Py<PyAny>>) -> PyResult<Bound<'py, PyBytes>> {
     if let Ok(b) = obj.cast::<PyBytes>() {
@@ -376,8 +332,9 @@ impl RecordBatch {
         b.finish(py, check_topic).map(Some)
     }
 
-    /// `Message` objects.  Plain ones are read here; one with user properties, a delay level or
-    /// an IPv6 born host is handed to `general(msg)`, which returns a row as `from_rows` takes.
+    /// `Message` objects.  Each is read here, its properties string built as
+    /// `Message.properties_string` builds it; one with a delay level is handed to `general(msg)`
+    /// (the store's policy re-addresses it), which returns a row as `from_rows` takes.
     #[staticmethod]
     #[pyo3(signature = (msgs, *, max_body_bytes, store_v6, general, check_topic=None))]
     fn from_messages(py: Python<'_>, msgs: &Bound<'_, PyList>, max_body_bytes: usize, store_v6: bool,
@@ -401,8 +358,7 @@ impl RecordBatch {
             let born = field(9).cast::<PyTuple>()?;
             let born_ip_obj = born.get_borrowed_item(0)?.cast::<PyBytes>()?;
             let born_ip = born_ip_obj.as_bytes();
-            let has_props = field(5).cast::<PyDict>().map(|d| !d.is_empty()).unwrap_or(true);
-            if has_props || int_field(&field(12), which, "delay_level")? != 0 || born_ip.len() != 4 {
+            if int_field(&field(12), which, "delay_level")? != 0 {
                 let row = general.call1((&m,))?;
                 push_row(&mut b, which, row.cast::<PyTuple>()?)?;
                 continue;
@@ -413,8 +369,9 @@ impl RecordBatch {
             let tags_str = if tags_obj.is_none() { None } else { Some(tags_obj.cast::<PyString>()?) };
             let tags = match &tags_str { Some(t) => Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty()), None => None };
             let start = b.arena.len();
-            if !tags_keys_into(&mut b.arena, tags, &field(4))? {
-                return Err(illegal(format!("{which}: tags or keys: property names and values must not contain \\x01 or \\x02")));
+            if !message::properties_into(&mut b.arena, &field(5), tags, &field(4), 0)? {
+                return Err(illegal(format!("{which} (topic {:?}): property names and values must not contain \\x01 or \\x02",
+                                           topic_str.to_str()?)));
             }
             let len = b.arena.len() - start;
             let port = born.get_borrowed_item(1)?.extract::<i64>()?;

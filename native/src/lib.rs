@@ -9,6 +9,7 @@ mod buffers;
 mod dispatch;
 mod index;
 mod javahash;
+mod message;
 mod msgid;
 mod props;
 mod reads;
