@@ -162,7 +162,9 @@ class MessageStore(StoreMaintenance):
             cq.recover()
             cq.truncate_dirty(end)
             cq.correct_min_offset(self.commitlog.min_offset())
-        start = min(cp.logics_flushed_offset, end) if abnormal else end
+        # also after a clean shutdown: one that came while dispatch was stalled (a full disk) left the
+        # queues behind the log, and the checkpoint says from where
+        start = min(cp.logics_flushed_offset, end)
         if not self._queues or not self.checkpoint.existed:
             start = self.commitlog.min_offset()     # queues (or the checkpoint) gone: rebuild them all
         if self.index is not None and self.index.max_phy_offset < 0 and abnormal:
@@ -210,12 +212,14 @@ class MessageStore(StoreMaintenance):
         self.cleaner.start()
 
     def shutdown(self) -> None:
+        """Stop, flush and close.  A stalled dispatch (a full disk) is not waited for: the checkpoint
+        says where it stopped and the next start dispatches from there."""
         if not self.running:
             return
         self.running = False
         self.cleaner.shutdown()
         self.schedule.shutdown()
-        self.dispatcher.wait_dispatched(timeout_s=60)
+        self.dispatcher.wait_dispatched(timeout_s=60, while_stalled=False)
         self.dispatcher.shutdown()
         if self._committer is not None:
             self._committer.shutdown()
@@ -299,6 +303,9 @@ class MessageStore(StoreMaintenance):
     def _append_one(self, msg: Message) -> PutMessageResult:
         if not self.running:
             return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running")
+        refused = self.dispatcher.blocked
+        if refused is not None:     # before appending: a refused message must never be delivered later
+            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused)
         try:
             row = prepare_one(msg, max_message_size=self.config.max_message_size, delay_levels=self._delay_level_count)
             appended = self.commitlog.append_one(row, clock=self._clock, on_appended=self.dispatcher.submit)
@@ -316,6 +323,9 @@ class MessageStore(StoreMaintenance):
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=count)
         if not count:
             return BatchPutResult(PutStatus.PUT_OK)
+        refused = self.dispatcher.blocked
+        if refused is not None:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused, count=count)
         try:
             prepared = None
             if isinstance(msgs, EncodedBatch):
@@ -373,8 +383,10 @@ class MessageStore(StoreMaintenance):
             out.setdefault(topic, []).append(qid)
         return out
 
-    def wait_dispatched(self, timeout_s: float = 60.0) -> bool:
-        return self.dispatcher.wait_dispatched(timeout_s)
+    def wait_dispatched(self, timeout_s: float = 60.0, *, while_stalled: bool = True) -> bool:
+        """Wait until what was appended so far is in its consume queue and the index; with
+        *while_stalled* False, stop waiting as soon as dispatch is stalled (a full disk)."""
+        return self.dispatcher.wait_dispatched(timeout_s, while_stalled=while_stalled)
 
     # -- reading -----------------------------------------------------------------------------
 
