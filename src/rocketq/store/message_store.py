@@ -30,7 +30,7 @@ from rocketq.store.checkpoint import CheckpointFile
 from rocketq.store.cleaner import Cleaner
 from rocketq.store.commitlog import CommitLog
 from rocketq.store.config import SYNC_FLUSH, StoreConfig
-from rocketq.store.config_files import write_json
+from rocketq.store.config_files import ConfigFileError, read_json, write_json
 from rocketq.store.consume_queue import BLANK_SIZE, ConsumeQueue
 from rocketq.store.dispatcher import ConsumeQueueSink, Dispatcher, IndexSink
 from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlushService
@@ -50,6 +50,13 @@ from rocketq.store.transient_pool import TransientStorePool
 log = logging.getLogger(__name__)
 
 
+def _read_or_none(path):
+    try:
+        return read_json(path)
+    except ConfigFileError:          # unreadable: written anew
+        return None
+
+
 class MessageStore(StoreMaintenance):
     def __init__(self, config: StoreConfig | None = None, *, clock=time.time, reserve=None):
         self.config = config or StoreConfig()
@@ -64,6 +71,7 @@ class MessageStore(StoreMaintenance):
         self.running = False
         self.recovery: RecoveryReport | None = None
         self.arrival_listeners: list = []
+        self._logics_flush_failing = False
         self._delay_level_count = len(self.config.delay_levels_ms)
         self._msg_id_prefix = offset_msg_id(self.store_host, 0)[:-16]
 
@@ -118,11 +126,13 @@ class MessageStore(StoreMaintenance):
             sinks.append(IndexSink(self.index))
         self.dispatcher = Dispatcher(sinks, max_pending_messages=cfg.dispatch_queue_max_messages)
         self.recovery = self._recover(abnormal)
-        # only now that the files opened with these sizes (a failed start must not rewrite it)
-        write_json(paths.geometry, {"commitlogFileSize": cfg.commitlog_file_size,
-                                    "consumeQueueEntries": cfg.consume_queue_entries,
-                                    "indexSlots": cfg.index_slots, "indexMaxEntries": cfg.index_max_entries,
-                                    "messageIndexEnable": cfg.message_index_enable})
+        # only now that the files opened with these sizes (a failed start must not rewrite it), and only
+        # when it changed (a store on a full disk still opens, to be read)
+        geometry = {"commitlogFileSize": cfg.commitlog_file_size, "consumeQueueEntries": cfg.consume_queue_entries,
+                    "indexSlots": cfg.index_slots, "indexMaxEntries": cfg.index_max_entries,
+                    "messageIndexEnable": cfg.message_index_enable}
+        if _read_or_none(paths.geometry) != geometry:
+            write_json(paths.geometry, geometry)
         if cfg.warm_mapped_file_enable:
             self.commitlog.files.last_for_append().warm()
         elif self.commitlog.files.files:
@@ -212,30 +222,37 @@ class MessageStore(StoreMaintenance):
         self.cleaner.start()
 
     def shutdown(self) -> None:
-        """Stop, flush and close.  A stalled dispatch (a full disk) is not waited for: the checkpoint
-        says where it stopped and the next start dispatches from there."""
+        """Stop, flush and close.  The abort marker goes only when the checkpoint was written: a
+        shutdown that could not write it (a failing disk) leaves the next start a crash recovery.
+        A stalled dispatch (a full disk) is not waited for: the checkpoint says where it stopped and
+        the next start dispatches from there."""
         if not self.running:
             return
         self.running = False
-        self.cleaner.shutdown()
-        self.schedule.shutdown()
-        self.dispatcher.wait_dispatched(timeout_s=60, while_stalled=False)
-        self.dispatcher.shutdown()
-        if self._committer is not None:
-            self._committer.shutdown()
-        self._flusher.shutdown()
-        self._logics_stop.set()
-        self._logics_thread.join(timeout=30)
-        self._allocator.shutdown()
-        self.commitlog.close()
-        self._flush_logics(final=True)
-        for cq in self._queues.values():
-            cq.close()
-        if self.index is not None:
-            self.index.close()
-        self.checkpoint.close()
-        self.paths.abort.unlink(missing_ok=True)
-        self._lock.release()
+        try:
+            self.cleaner.shutdown()
+            self.schedule.shutdown()
+            self.dispatcher.wait_dispatched(timeout_s=60, while_stalled=False)
+            self.dispatcher.shutdown()
+            if self._committer is not None:
+                self._committer.shutdown()
+            self._flusher.shutdown()
+            self._logics_stop.set()
+            self._logics_thread.join(timeout=30)
+            self._allocator.shutdown()
+            self.commitlog.close()
+            self._flush_logics(final=True)
+            for cq in self._queues.values():
+                cq.close()
+            if self.index is not None:
+                self.index.close()
+            self.checkpoint.close()
+            self.paths.abort.unlink(missing_ok=True)
+        except OSError:
+            log.exception("store %s: shutdown could not write everything; the abort marker stays, so the next "
+                          "start recovers as after a crash", self.paths.root)
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> "MessageStore":
         return self.start() if not self.running else self
@@ -259,8 +276,14 @@ class MessageStore(StoreMaintenance):
         while not self._logics_stop.wait(interval):
             try:
                 self._flush_logics()
-            except Exception:
-                log.exception("flushing consume queues / checkpoint failed")
+            except Exception:       # logged once per episode: it is retried every interval
+                if not self._logics_flush_failing:
+                    log.exception("flushing consume queues / checkpoint failed; retrying every %.1f s", interval)
+                self._logics_flush_failing = True
+            else:
+                if self._logics_flush_failing:
+                    log.warning("flushing consume queues / checkpoint works again")
+                self._logics_flush_failing = False
 
     def _flush_logics(self, *, final: bool = False) -> None:
         dispatched = self.dispatcher.dispatched_offset
