@@ -129,6 +129,7 @@ class Broker:
                                          auto_create_topic=settings.auto_create_topic,
                                          default_queue_nums=settings.default_topic_queue_nums)
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        self.store.consumed_offsets = self.offsets.lowest_by_queue   # cleaning under pressure keeps unread data
         self.groups = SubscriptionGroupManager(config_dir / "subscriptionGroup.json")
         self.server: RemotingServer | None = None
         self.server_tls: ServerTls | None = None

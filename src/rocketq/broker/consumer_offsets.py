@@ -89,3 +89,14 @@ class ConsumerOffsetManager:
             self._dirty = False
         write_json(self.path, payload)
         return True
+
+    def lowest_by_queue(self) -> dict[tuple[str, int], int]:
+        """The lowest offset any group committed, per (topic, queue id): what is not read by all yet."""
+        out: dict[tuple[str, int], int] = {}
+        with self._lock:
+            for key, queues in self.table.items():
+                topic = key.split(TOPIC_GROUP_SEPARATOR, 1)[0]
+                for qid, offset in queues.items():
+                    k = (topic, qid)
+                    out[k] = min(out.get(k, offset), offset)
+        return out

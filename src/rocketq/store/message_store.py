@@ -71,6 +71,9 @@ class MessageStore(StoreMaintenance):
         self.running = False
         self.recovery: RecoveryReport | None = None
         self.arrival_listeners: list = []
+        # (topic, queue id) -> lowest offset a consumer group committed; set by the broker, so that
+        # cleaning under disk pressure keeps what a group has not read yet (see Cleaner)
+        self.consumed_offsets = None
         self._logics_flush_failing = False
         self._delay_level_count = len(self.config.delay_levels_ms)
         self._msg_id_prefix = offset_msg_id(self.store_host, 0)[:-16]
@@ -209,7 +212,10 @@ class MessageStore(StoreMaintenance):
         self.schedule.load()
         self.cleaner = Cleaner(self, interval_ms=cfg.clean_resource_interval_ms,
                                reserved_hours=cfg.file_reserved_time_hours, delete_when=cfg.delete_when,
-                               max_used_ratio=cfg.disk_max_used_space_ratio, clock=self._clock)
+                               max_used_ratio=cfg.disk_max_used_space_ratio,
+                               warning_ratio=cfg.disk_space_warning_level_ratio,
+                               forcibly_ratio=cfg.disk_space_clean_forcibly_ratio,
+                               force_enable=cfg.clean_file_forcibly_enable, clock=self._clock)
         self._logics_stop = threading.Event()
         self._logics_thread = threading.Thread(target=self._logics_flush_loop, name="rocketq-flush-cq", daemon=True)
         self.dispatcher.start(self.dispatcher.dispatched_offset)
@@ -326,7 +332,7 @@ class MessageStore(StoreMaintenance):
     def _append_one(self, msg: Message) -> PutMessageResult:
         if not self.running:
             return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running")
-        refused = self.dispatcher.blocked
+        refused = self.dispatcher.blocked or self.cleaner.full
         if refused is not None:     # before appending: a refused message must never be delivered later
             return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused)
         try:
@@ -346,7 +352,7 @@ class MessageStore(StoreMaintenance):
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=count)
         if not count:
             return BatchPutResult(PutStatus.PUT_OK)
-        refused = self.dispatcher.blocked
+        refused = self.dispatcher.blocked or self.cleaner.full
         if refused is not None:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused, count=count)
         try:
