@@ -87,7 +87,11 @@ class ConsumerOffsetManager:
             payload = {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(self.table.items())},
                        "dataVersion": self.data_version.to_json()}
             self._dirty = False
-        write_json(self.path, payload)
+        try:
+            write_json(self.path, payload)
+        except OSError:
+            self._dirty = True          # not on disk: the next persist writes it again
+            raise
         return True
 
     def lowest_by_queue(self) -> dict[tuple[str, int], int]:
