@@ -1,0 +1,116 @@
+"""A small real file system for the disk-full tests, and a filler that leaves exactly N bytes free.
+
+:func:`small_fs` mounts a tmpfs of the given size (``mount -t tmpfs -o size=...``: needs root, or
+CAP_SYS_ADMIN; the test is skipped with the reason where mounting is not permitted).  tmpfs honours
+``posix_fallocate`` like a disk file system (a reservation past the size fails with ENOSPC, and
+written pages never need more space), so the store meets a full disk exactly where it would on
+ext4 or xfs.  :class:`Filler` takes space with one preallocated file: ``leave(n)`` grows or shrinks
+it so that exactly *n* bytes stay free, ``remove()`` gives everything back.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+PAGE = 4096
+MOUNT_TIMEOUT_S = 10
+FILL_ATTEMPTS = 5
+
+
+def free_bytes(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def used_percent(path: Path) -> float:
+    st = os.statvfs(path)
+    total = st.f_blocks * st.f_frsize
+    return 100.0 * (total - st.f_bfree * st.f_frsize) / total
+
+
+@contextmanager
+def small_fs(tmp_path: Path, size_bytes: int):
+    """A fresh tmpfs of *size_bytes* mounted under *tmp_path*; unmounted afterwards."""
+    mnt = tmp_path / f"fs-{uuid.uuid4().hex[:8]}"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs for the disk-full tests needs root (mount -t tmpfs)")
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(mnt)],
+                         capture_output=True, text=True, timeout=MOUNT_TIMEOUT_S, check=False)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip() or res.returncode}")
+    try:
+        yield mnt
+    finally:
+        _unmount(mnt)
+
+
+def _unmount(mnt: Path) -> None:
+    import gc
+    gc.collect()                       # mappings of closed stores go, so the mount is not busy
+    res = subprocess.run(["umount", str(mnt)], capture_output=True, text=True, timeout=MOUNT_TIMEOUT_S, check=False)
+    if res.returncode != 0:            # something still maps a file (a failed test): detach it lazily
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=MOUNT_TIMEOUT_S, check=False)
+
+
+class Filler:
+    """One file that takes the space the test does not want the store to have."""
+
+    def __init__(self, mnt: Path):
+        self.mnt = mnt
+        self.path = mnt / "filler"
+
+    def leave(self, free: int) -> None:
+        """Resize the filler so that exactly *free* bytes (a multiple of 4096) are free.  Call it while
+        the store makes no file (after ``wait_dispatched``): a file made meanwhile changes the count."""
+        assert free % PAGE == 0, "tmpfs counts whole pages"
+        for _ in range(FILL_ATTEMPTS):
+            have = self.path.stat().st_size if self.path.exists() else 0
+            target = have + free_bytes(self.mnt) - free
+            assert target >= 0, f"cannot leave {free} bytes free: only {free_bytes(self.mnt) + have} can be"
+            try:
+                with open(self.path, "ab") as fh:
+                    if target < have:
+                        os.ftruncate(fh.fileno(), target)
+                    elif target > have:
+                        os.posix_fallocate(fh.fileno(), 0, target)
+            except OSError as exc:          # the store took space between the count and the fill
+                if exc.errno != errno.ENOSPC:
+                    raise
+                continue
+            if free_bytes(self.mnt) == free:
+                return
+        pytest.fail(f"could not leave exactly {free} bytes free (now {free_bytes(self.mnt)})")
+
+    def leave_used(self, percent: float) -> None:
+        """Resize the filler so that the file system is *percent* % used (to the page)."""
+        st = os.statvfs(self.mnt)
+        total = st.f_blocks * st.f_frsize
+        self.leave(int(total * (100 - percent) / 100) // PAGE * PAGE)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def wait_until(predicate, timeout_s: float = 15.0, what: str = "") -> None:
+    """Return as soon as *predicate()* holds; fail the test with *what* after *timeout_s*."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what or predicate}")
+        time.sleep(0.01)
+
+
+def store_verify(path: Path) -> subprocess.CompletedProcess:
+    """``rocketq store verify PATH`` as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "rocketq.cli.main", "store", "verify", str(path)],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ), check=False)
