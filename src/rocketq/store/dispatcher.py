@@ -457,21 +457,35 @@ class Dispatcher:
                     count += len(b.sizes)
                 left -= count
                 try:
-                    held = _Held(DispatchBatch.from_appended(batches), len(batches), count)
+                    batch = DispatchBatch.from_appended(batches)
                 except BaseException as exc:   # a bug: derived state is now behind the log, stop loudly
                     self._fail(exc)
                     break
-                self._feed(held)
+                done_sinks = 0       # the common path inline: _Held and _feed only once a sink failed
+                try:
+                    for sink in self._sinks:
+                        sink.dispatch(batch)
+                        done_sinks += 1
+                except OSError as exc:         # a full disk (or the like): hold the batch and try again later
+                    self._stall(_Held(batch, len(batches), count, done_sinks), exc)
+                    break
+                except BaseException as exc:   # a bug: derived state is now behind the log, stop loudly
+                    self._fail(exc)
+                    break
+                self.dispatched_offset = batch.end_offset
+                self._done_msgs += count
+                self._done += len(batches)
                 if self._waiters:
                     self._notify()
         finally:
             self._drain_lock.release()
-            if self._waiters:
-                self._notify()
+        if self._waiters:
+            self._notify()
         return True
 
     def _feed(self, held: "_Held") -> bool:
-        """Feed *held* to the sinks from the one it stopped at; True when every sink took it."""
+        """Feed the held batch to the sinks from the one it stopped at; True when every sink took it
+        (then dispatch resumes)."""
         sinks = self._sinks
         while held.sink < len(sinks):
             try:
@@ -486,10 +500,9 @@ class Dispatcher:
         self.dispatched_offset = held.batch.end_offset
         self._done_msgs += held.messages
         self._done += held.batches
-        if self._held is not None:
-            log.warning("dispatch resumed at commitlog offset %d after %.1f s stalled (%d failed attempts)",
-                        int(held.batch.phys[0]), time.monotonic() - held.since, held.attempts)
-            self._held, self.blocked, self._retry_s = None, None, RETRY_FIRST_S
+        log.warning("dispatch resumed at commitlog offset %d after %.1f s stalled (%d failed attempts)",
+                    int(held.batch.phys[0]), time.monotonic() - held.since, held.attempts)
+        self._held, self.blocked, self._retry_s = None, None, RETRY_FIRST_S
         return True
 
     def _stall(self, held: "_Held", exc: OSError) -> None:
