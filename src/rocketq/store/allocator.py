@@ -61,8 +61,6 @@ class AllocateService:
                 result = self._ready.pop(path, None)
             if path in self._pending:
                 self._pending.remove(path)
-            if next_path is not None and isinstance(self._ready.get(next_path), BaseException):
-                del self._ready[next_path]          # it failed ahead (a full disk then): try it again now
             if next_path is not None and next_path not in self._pending and next_path not in self._ready \
                     and len(self._pending) < MAX_PENDING_REQUESTS:
                 self._pending.append(next_path)
