@@ -1,10 +1,11 @@
 """A small real file system for the disk-full tests, and a filler that leaves exactly N bytes free.
 
-:func:`small_fs` mounts a tmpfs of the given size (``mount -t tmpfs -o size=...``: needs root, or
-CAP_SYS_ADMIN; the test is skipped with the reason where mounting is not permitted).  tmpfs honours
-``posix_fallocate`` like a disk file system (a reservation past the size fails with ENOSPC, and
-written pages never need more space), so the store meets a full disk exactly where it would on
-ext4 or xfs.  :class:`Filler` takes space with one preallocated file: ``leave(n)`` grows or shrinks
+:func:`small_fs` mounts a tmpfs of the given size (``mount -t tmpfs -o size=...``), or an ext4
+image on a loop device: both need root (or CAP_SYS_ADMIN), and the test is skipped with the reason
+where mounting is not permitted.  tmpfs honours ``posix_fallocate`` like a disk file system (a
+reservation past the size fails with ENOSPC, and reserved pages never need more space); ext4 adds
+what a real disk does besides (a failed fallocate leaves blocks allocated until the file goes, a
+new directory needs a block).  :class:`Filler` takes space with one preallocated file: ``leave(n)`` grows or shrinks
 it so that exactly *n* bytes stay free, ``remove()`` gives everything back.
 """
 
@@ -38,20 +39,37 @@ def used_percent(path: Path) -> float:
 
 
 @contextmanager
-def small_fs(tmp_path: Path, size_bytes: int):
-    """A fresh tmpfs of *size_bytes* mounted under *tmp_path*; unmounted afterwards."""
+def small_fs(tmp_path: Path, size_bytes: int, kind: str = "tmpfs"):
+    """A fresh file system of *size_bytes* mounted under *tmp_path*; unmounted afterwards.  *kind* is
+    ``tmpfs`` or ``ext4`` (an image file on a loop device, made with ``mkfs.ext4``)."""
     mnt = tmp_path / f"fs-{uuid.uuid4().hex[:8]}"
     mnt.mkdir()
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs for the disk-full tests needs root (mount -t tmpfs)")
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(mnt)],
-                         capture_output=True, text=True, timeout=MOUNT_TIMEOUT_S, check=False)
+        pytest.skip(f"mounting a small {kind} for the disk-full tests needs root")
+    if kind == "tmpfs":
+        cmd = ["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(mnt)]
+    else:
+        image = tmp_path / f"{mnt.name}.img"
+        with open(image, "wb") as fh:
+            fh.truncate(size_bytes)
+        made = _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-b", str(PAGE), str(image)])
+        if made.returncode != 0:
+            pytest.skip(f"cannot make an ext4 image here: {made.stderr.strip() or made.returncode}")
+        cmd = ["mount", "-o", "loop", str(image), str(mnt)]
+    res = _run(cmd)
     if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip() or res.returncode}")
+        pytest.skip(f"cannot mount a {kind} here: {res.stderr.strip() or res.returncode}")
     try:
         yield mnt
     finally:
         _unmount(mnt)
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=MOUNT_TIMEOUT_S, check=False)
+    except FileNotFoundError as exc:
+        return subprocess.CompletedProcess(cmd, 127, "", str(exc))
 
 
 def _unmount(mnt: Path) -> None:

@@ -303,9 +303,10 @@ def test_forced_deletion_is_opt_in_and_reported_as_an_error_with_counts(tmp_path
                                 errors[0]), errors
 
 
-def test_a_broker_on_a_full_disk_closes_cleanly_with_offsets_it_could_not_save(tmp_path):
+def test_a_broker_on_a_full_disk_closes_cleanly_with_offsets_it_could_not_save_and_starts_again(tmp_path):
     """Saving consumer offsets at shutdown fails on the full disk; that used to skip the store's
-    shutdown, leaving the abort marker (a crash recovery next time) and the store locked."""
+    shutdown, leaving the abort marker (a crash recovery next time) and the store locked.  Started
+    again on the full disk, the broker serves reads and refuses sends until there is room."""
     async def scenario(mnt: Path) -> None:
         root, fill = mnt / "store", Filler(mnt)
         broker, client = await start_broker(root, disk_space_warning_level_ratio=100,
@@ -319,11 +320,14 @@ def test_a_broker_on_a_full_disk_closes_cleanly_with_offsets_it_could_not_save(t
         await commit(client, "G", "T", 1)
         await stop_broker(broker, client)
         assert not (root / "abort").exists()
-        fill.remove()
-        broker, client = await start_broker(root)
+        broker, client = await start_broker(root)                   # starts on the full disk, to be read
         try:
             assert not broker.store.recovery.abnormal
             assert [m.body for m in await pull_all(client, "T")] == [b"m0", b"m1"]
+            r = await client.invoke(send("T", b"refused"), timeout_s=10)
+            assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE and "disk is full" in r.remark, r.remark
+            fill.remove()
+            await Ledger(client).until("T", b"after", accepted=True)
         finally:
             await stop_broker(broker, client)
 
