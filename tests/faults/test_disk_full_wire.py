@@ -333,3 +333,44 @@ def test_a_broker_on_a_full_disk_closes_cleanly_with_offsets_it_could_not_save_a
 
     with small_fs(tmp_path, 8 << 20) as mnt:
         asyncio.run(scenario(mnt))
+
+
+def test_an_unresolved_transaction_is_not_lost_while_writes_are_refused(tmp_path):
+    """The transaction check marked a half message resolved, then re-put its copy: on a full disk the
+    copy was refused, the check offset moved past the half, and the transaction was never asked
+    about again.  Now the copy goes first, and a refused one leaves the half to the next round."""
+    async def scenario(mnt: Path) -> None:
+        root, fill = mnt / "store", Filler(mnt)
+        broker = await Broker(BrokerSettings(port=0, transaction_timeout_s=0.0, transaction_check_interval_s=3600),
+                              store_config(root)).start()
+        checks: asyncio.Queue = asyncio.Queue()
+
+        async def producer_handler(conn, cmd):
+            if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
+                await checks.put(cmd)
+            return None
+
+        producer = RemotingClient("127.0.0.1", broker.server.port, handler=producer_handler)
+        try:
+            hb = {"clientID": "p1", "producerDataSet": [{"groupName": "PID_TX"}], "consumerDataSet": []}
+            await producer.invoke(RemotingCommand.create_request(RequestCode.HEART_BEAT, {}, json.dumps(hb).encode()),
+                                  timeout_s=10)
+            half = send("Pay", b"maybe")
+            half.ext_fields.update(f="4", i="TRAN_MSG\x01true\x02PGROUP\x01PID_TX\x02")
+            assert (await producer.invoke(half, timeout_s=10)).code == ResponseCode.SUCCESS
+            await asyncio.to_thread(broker.store.wait_dispatched)
+            fill.leave_used(95)
+            await Ledger(producer).until("Other", b"probe", accepted=False)      # writes are refused now
+            assert await broker.transaction_checker.check_once() == 0
+            assert broker.offsets.query("CID_RMQ_SYS_TRANS", "RMQ_SYS_TRANS_HALF_TOPIC", 0) == 0
+            fill.remove()
+            await Ledger(producer).until("Other", b"probe", accepted=True)
+            assert await broker.transaction_checker.check_once() == 1
+            check = await asyncio.wait_for(checks.get(), 10)
+            assert check.ext_fields["commitLogOffset"]
+        finally:
+            await producer.close()
+            await broker.close()
+
+    with small_fs(tmp_path, 8 << 20) as mnt:
+        asyncio.run(scenario(mnt))
