@@ -215,8 +215,8 @@ def test_past_the_warning_level_sends_are_refused_and_nothing_unread_is_deleted(
             before = segments(root)
             assert len(before) >= 4
             fill.leave_used(80)
-            await asyncio.to_thread(wait_until, lambda: "nothing deleted" in caplog.text or segments(root)[0] != before[0],
-                                    20, "a cleaning round under pressure")
+            await asyncio.to_thread(wait_until, lambda: "nothing deleted" in caplog.text
+                                    or segments(root)[0] != before[0], 20, "a cleaning round under pressure")
             assert segments(root)[:len(before) - 1] == before[:-1], "unread messages were deleted"
             await ledger.check(broker.store)
 
@@ -298,7 +298,8 @@ def test_forced_deletion_is_opt_in_and_reported_as_an_error_with_counts(tmp_path
 
     with small_fs(tmp_path, 8 << 20) as mnt:
         asyncio.run(scenario(mnt))
-    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and "before their time" in r.getMessage()]
+    errors = [r.getMessage() for r in caplog.records
+              if r.levelno == logging.ERROR and "before their time" in r.getMessage()]
     assert errors and re.search(r"\d+ messages in 1 queues lost, \d+ of them not read by every consumer group",
                                 errors[0]), errors
 

@@ -195,8 +195,8 @@ class Cleaner:
             lost += end - start
             unread += max(0, end - max(start, floors.get(key, start)))
             hit.append(f"{key[0]}/{key[1]} [{start}, {end})")
-        log.error("disk full: cleanFileForciblyEnable deleted %d commitlog segments (%s) before their time: %d messages "
-                  "in %d queues lost, %d of them not read by every consumer group: %s", len(gone),
+        log.error("disk full: cleanFileForciblyEnable deleted %d commitlog segments (%s) before their time: "
+                  "%d messages in %d queues lost, %d of them not read by every consumer group: %s", len(gone),
                   ", ".join(p.name for p in gone), lost, len(hit), unread,
                   "; ".join(hit[:NAMED_QUEUES_MAX]) + (" ..." if len(hit) > NAMED_QUEUES_MAX else ""))
         return len(gone)

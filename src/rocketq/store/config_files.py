@@ -2,7 +2,8 @@
 
 Writes go to ``name.tmp``, are fsync'ed, the old file is kept as ``name.bak`` and the temp file is
 renamed over the name, then the directory is fsync'ed; a crash leaves either the old or the new
-file, never half of one, and a full disk leaves the old file and no temp file behind.  Reads fall back to ``.bak`` when the main file is missing or unreadable.
+file, never half of one, and a full disk leaves the old file and no temp file behind.  Reads fall
+back to ``.bak`` when the main file is missing or unreadable.
 
 RocketMQ writes these with fastjson, which leaves integer map keys unquoted (``{0:12}``); the
 reader accepts that, the writer emits standard JSON.
