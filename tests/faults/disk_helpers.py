@@ -32,12 +32,6 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def used_percent(path: Path) -> float:
-    st = os.statvfs(path)
-    total = st.f_blocks * st.f_frsize
-    return 100.0 * (total - st.f_bfree * st.f_frsize) / total
-
-
 @contextmanager
 def small_fs(tmp_path: Path, size_bytes: int, kind: str = "tmpfs"):
     """A fresh file system of *size_bytes* mounted under *tmp_path*; unmounted afterwards.  *kind* is
