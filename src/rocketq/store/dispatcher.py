@@ -16,13 +16,26 @@ checkpoint, and both sinks skip what they already hold, so a re-dispatch is idem
 
 Sinks implement ``dispatch(batch)``; the store wires :class:`ConsumeQueueSink` and
 :class:`IndexSink`, and listeners (long polling) get ``(topic, queue_id, next_offset)``.
+
+A sink that fails with an ``OSError`` (a full disk when a consume-queue or index file is created)
+*stalls* dispatch instead of stopping it: the failed batch is held with the index of the sink that
+failed, the thread tries it again with backoff (``RETRY_FIRST_S`` doubling to ``RETRY_MAX_S``, or at
+once on :meth:`Dispatcher.retry_now`), and dispatch goes on from exactly there; sinks skip what they
+already hold, so no unit is written twice and none is skipped.  One warning when a stall begins and
+one line when it ends, not one per attempt.  While stalled, :attr:`Dispatcher.blocked` says why, and
+the store refuses new writes before appending them: every record in the log is dispatched sooner or
+later (at the latest from the checkpoint after a restart), so a producer is only ever told "failed"
+for a message that was not appended.  Any other exception is a bug: dispatch stops for good and
+:attr:`Dispatcher.blocked` stays set.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from itertools import chain
@@ -43,6 +56,8 @@ LOOP_DRAIN_MESSAGES = 8_192   # per event-loop callback (drive_from), so one dra
 LOOP_BATCH_MAX = 16           # with drive_from, batches smaller than this are dispatched on the loop
 SMALL_BATCH_MAX = 4           # rows written with struct / Python ints instead of numpy (fixed costs)
 LOOP_RETRY_S = 0.001          # the loop's next look when the thread was draining
+RETRY_FIRST_S = 0.05          # a stalled dispatch is tried again after this long ...
+RETRY_MAX_S = 2.0             # ... doubling up to this (a freed disk is noticed within RETRY_MAX_S)
 NOT_CONSUMABLE = 0x4          # PREPARED (0x4) and ROLLBACK (0xC) share this bit; COMMIT (0x8) does not
 ROLLBACK = 0xC
 
@@ -235,6 +250,18 @@ class IndexSink:
         return True
 
 
+@dataclass(slots=True)
+class _Held:
+    """A drained batch and how far it got: the sinks before ``sink`` have it."""
+
+    batch: DispatchBatch
+    batches: int                 # AppendedBatches merged into it
+    messages: int
+    sink: int = 0
+    attempts: int = 0
+    since: float = 0.0
+
+
 class Dispatcher:
     """The dispatch thread (or event-loop callbacks) and its bounded hand-off queue.
 
@@ -275,7 +302,10 @@ class Dispatcher:
         self._stopped = False
         self._drain_scheduled = False
         self._event_loop = None      # set by drive_from
-        self.failure: BaseException | None = None
+        self.failure: BaseException | None = None     # a bug in a sink: dispatch stopped for good
+        self.blocked: str | None = None               # why dispatch is not moving (stalled or failed)
+        self._held: _Held | None = None               # the batch a sink failed on, tried again first
+        self._retry_s = RETRY_FIRST_S
         self.dispatched_offset = 0
         self._thread = threading.Thread(target=self._loop, name="rocketq-dispatch", daemon=True)
 
@@ -296,9 +326,12 @@ class Dispatcher:
         self.dispatched_offset = max(self.dispatched_offset, batch.end_offset)
 
     def submit(self, batch: AppendedBatch, *, timeout_s: float = 30.0) -> None:
-        """Queue *batch* (caller holds the put lock, so calls arrive in log order)."""
-        if self.failure is not None:
-            raise RuntimeError("the dispatcher stopped on an error") from self.failure
+        """Queue *batch* (caller holds the put lock, so calls arrive in log order).
+
+        Never raises: the records are in the log already, and an error here would tell their
+        producer "failed" for messages that will be delivered.  Back-pressure waits at most
+        *timeout_s*, and not at all while dispatch is stalled (the store refuses new writes then).
+        """
         self._queue.append(batch)
         self._submitted += 1
         self._submitted_msgs += len(batch.sizes)
@@ -307,40 +340,43 @@ class Dispatcher:
                 self._schedule_drain()
         elif self._idle:
             self._wake.set()
-        if self._submitted_msgs - self._done_msgs > self._max_pending:
+        if self._submitted_msgs - self._done_msgs > self._max_pending and self.blocked is None:
             if self._event_loop is not None:
                 self._drain()
-                self._raise_if_failed()
-            else:
-                self._wait_for(lambda: self._submitted_msgs - self._done_msgs <= self._max_pending, timeout_s,
-                               f"the dispatcher is more than {self._max_pending} messages behind")
+            elif not self._wait(lambda: self._submitted_msgs - self._done_msgs <= self._max_pending
+                                or self.blocked is not None, timeout_s):
+                log.warning("the dispatcher is still more than %d messages behind after %.0f s",
+                            self._max_pending, timeout_s)
 
-    def wait_dispatched(self, timeout_s: float = 60.0) -> bool:
-        """Wait until everything submitted before this call has reached every sink."""
+    def wait_dispatched(self, timeout_s: float = 60.0, *, while_stalled: bool = True) -> bool:
+        """Wait until everything submitted before this call has reached every sink; False on timeout,
+        when dispatch failed for good, or (unless *while_stalled*) as soon as it is stalled."""
         target = self._submitted
-        if self._event_loop is not None:
+        if self._event_loop is not None and self._held is None:
             self._drain()
-        try:
-            self._wait_for(lambda: self._done >= target, timeout_s, "")
-        except TimeoutError:
-            return False
-        return True
+        return self._wait(lambda: self._done >= target or (not while_stalled and self._held is not None),
+                          timeout_s) and self._done >= target
 
-    def _wait_for(self, predicate, timeout_s: float, what: str) -> None:
+    def _wait(self, predicate, timeout_s: float) -> bool:
+        """Wait for *predicate* (re-checked after every drain); False on timeout, failure or stop."""
         with self._progress:
             self._waiters += 1
             try:
-                ok = self._progress.wait_for(lambda: predicate() or self.failure is not None or self._stopped,
-                                             timeout_s)
+                return self._progress.wait_for(lambda: predicate() or self.failure is not None or self._stopped,
+                                               timeout_s) and self.failure is None
             finally:
                 self._waiters -= 1
-        self._raise_if_failed()
-        if not ok:
-            raise TimeoutError(f"{what} after {timeout_s}s" if what else f"not dispatched after {timeout_s}s")
 
-    def _raise_if_failed(self) -> None:
-        if self.failure is not None:
-            raise RuntimeError("the dispatcher stopped on an error") from self.failure
+    def retry_now(self) -> None:
+        """Try a stalled dispatch again now, not at the end of its backoff (space was freed)."""
+        if self._held is not None:
+            self._wake.set()
+
+    @property
+    def stalled_attempts(self) -> int:
+        """Failed attempts at the batch dispatch is stalled on; 0 while dispatch moves."""
+        held = self._held
+        return held.attempts if held is not None else 0
 
     @property
     def lag_messages(self) -> int:
@@ -368,6 +404,8 @@ class Dispatcher:
         batch arrived just as the thread finished.
         """
         self._drain_scheduled = False
+        if self._held is not None:       # stalled: the thread retries with backoff, the loop stays out
+            return
         if not self._drain(LOOP_DRAIN_MESSAGES, blocking=False):
             self._drain_scheduled = True
             try:
@@ -375,12 +413,21 @@ class Dispatcher:
             except RuntimeError:         # the loop is closed: whoever waits drains itself
                 self._drain_scheduled = False
             return
-        if self._queue and not self._drain_scheduled and self.failure is None:
+        if self._queue and not self._drain_scheduled and self.blocked is None:
             self._schedule_drain()
 
     def _loop(self) -> None:
         queue = self._queue
         while self.failure is None:
+            if self._held is not None:
+                if not self._stopped:
+                    self._wake.wait(self._retry_s)
+                    self._wake.clear()
+                    self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
+                self._drain(MAX_DRAIN_MESSAGES)          # the held batch first
+                if self._held is not None and self._stopped:
+                    return                               # the next start dispatches the rest from the checkpoint
+                continue
             if not queue:
                 self._idle = True
                 if not queue and not self._stopped:
@@ -392,14 +439,16 @@ class Dispatcher:
             self._drain(MAX_DRAIN_MESSAGES)
 
     def _drain(self, limit: int | None = None, *, blocking: bool = True) -> bool:
-        """Dispatch queued batches in log order, at most *limit* messages (all when None); False when
-        not *blocking* and someone else is draining."""
+        """Dispatch the held batch, then queued batches in log order, at most *limit* messages (all when
+        None); False when not *blocking* and someone else is draining."""
         queue = self._queue
         if not self._drain_lock.acquire(blocking):
             return False
         try:
+            if self._held is not None and not self._feed(self._held):
+                return True
             left = limit if limit is not None else 1 << 62
-            while queue and left > 0 and self.failure is None:
+            while queue and left > 0 and self.blocked is None:
                 batches = []
                 count = 0
                 while queue and count < min(left, MAX_DRAIN_MESSAGES):
@@ -409,20 +458,69 @@ class Dispatcher:
                 left -= count
                 try:
                     batch = DispatchBatch.from_appended(batches)
+                except BaseException as exc:   # a bug: derived state is now behind the log, stop loudly
+                    self._fail(exc)
+                    break
+                done_sinks = 0       # the common path inline: _Held and _feed only once a sink failed
+                try:
                     for sink in self._sinks:
                         sink.dispatch(batch)
-                except BaseException as exc:   # derived state is now behind the log: stop loudly
-                    log.exception("dispatch failed; consume queues and index stop here until restart")
-                    self.failure = exc
-                else:
-                    self.dispatched_offset = batch.end_offset
-                    self._done_msgs += count
-                    self._done += len(batches)
+                        done_sinks += 1
+                except OSError as exc:         # a full disk (or the like): hold the batch and try again later
+                    self._stall(_Held(batch, len(batches), count, done_sinks), exc)
+                    break
+                except BaseException as exc:   # a bug: derived state is now behind the log, stop loudly
+                    self._fail(exc)
+                    break
+                self.dispatched_offset = batch.end_offset
+                self._done_msgs += count
+                self._done += len(batches)
                 if self._waiters:
                     self._notify()
         finally:
             self._drain_lock.release()
+        if self._waiters:
+            self._notify()
         return True
+
+    def _feed(self, held: "_Held") -> bool:
+        """Feed the held batch to the sinks from the one it stopped at; True when every sink took it
+        (then dispatch resumes)."""
+        sinks = self._sinks
+        while held.sink < len(sinks):
+            try:
+                sinks[held.sink].dispatch(held.batch)
+            except OSError as exc:         # a full disk (or the like): hold the batch and try again later
+                self._stall(held, exc)
+                return False
+            except BaseException as exc:   # a bug: derived state is now behind the log, stop loudly
+                self._fail(exc)
+                return False
+            held.sink += 1
+        self.dispatched_offset = held.batch.end_offset
+        self._done_msgs += held.messages
+        self._done += held.batches
+        log.warning("dispatch resumed at commitlog offset %d after %.1f s stalled (%d failed attempts)",
+                    int(held.batch.phys[0]), time.monotonic() - held.since, held.attempts)
+        self._held, self.blocked, self._retry_s = None, None, RETRY_FIRST_S
+        return True
+
+    def _stall(self, held: "_Held", exc: OSError) -> None:
+        held.attempts += 1
+        if self._held is None:
+            held.since = time.monotonic()
+            self._held = held
+            why = "the broker's disk is full" if exc.errno == errno.ENOSPC else "a consume-queue or index write failed"
+            self.blocked = (f"service not available now: {why} ({exc}); consume queues and index wait for it, "
+                            f"and new messages are refused until they can be written")
+            log.warning("dispatch stalled at commitlog offset %d: %s; writes are refused until it resumes, "
+                        "retrying every %.2f-%.0f s", int(held.batch.phys[0]), exc, RETRY_FIRST_S, RETRY_MAX_S)
+            self._wake.set()               # the thread retries (when a loop callback stalled, it waits)
+
+    def _fail(self, exc: BaseException) -> None:
+        log.error("dispatch failed; consume queues and index stop here until restart", exc_info=exc)
+        self.failure = exc
+        self.blocked = f"the dispatcher stopped on an error: {exc!r}; restart the broker"
 
     def _notify(self) -> None:
         with self._progress:

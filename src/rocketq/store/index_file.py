@@ -184,6 +184,15 @@ class IndexFile:
     def is_full(self) -> bool:
         return self.index_count >= self.max_entries
 
+    def tail_count(self, phy: int) -> int:
+        """How many of the newest entries, counting back from the last, point at *phy*."""
+        n = 0
+        i = self.index_count - 1
+        while i >= FIRST_ENTRY and int(self._entries[i]["phy"]) == phy:
+            n += 1
+            i -= 1
+        return n
+
     def put(self, hashes, phy_offsets, store_ts) -> int:
         """Append as many (hash, offset, store time) keys as fit, in order; return how many.  Arrays,
         or for a few keys (at most SCALAR_PUT_MAX) lists of Python ints."""

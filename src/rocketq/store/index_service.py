@@ -28,6 +28,7 @@ list; syncing happens outside it, so a flush never stalls the dispatcher.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -127,8 +128,9 @@ class IndexService:
         """Index ``prefix + key`` of each key at its CommitLog offset and store time (ms).
 
         Keys are full ``topic#key`` strings, or share the ``topic#`` given as *prefix*, which is
-        folded into the hash instead of being concatenated.  Offsets must not decrease; those at
-        or below :attr:`max_phy_offset` (as it was when the call began) are skipped.
+        folded into the hash instead of being concatenated.  Offsets must not decrease; keys the
+        index holds already (a re-dispatch after recovery, or a put retried after a full disk
+        interrupted it) are skipped, see :meth:`_already_indexed`.
         """
         if not len(keys):
             return
@@ -143,19 +145,32 @@ class IndexService:
             phys, ts = np.asarray(phy_offsets, dtype=np.int64), np.asarray(store_ts, dtype=np.int64)
         with self._lock:
             newest = self._newest_with_entries()
-            if newest is not None:                      # skip what a re-dispatch after recovery repeats
-                end = newest.end_phy_offset
-                if few:
-                    kept = [i for i, p in enumerate(phys) if p > end]
-                    if len(kept) < len(phys):
-                        hashes, phys, ts = ([col[i] for i in kept] for col in (hashes, phys, ts))
-                else:
-                    keep = phys > end
-                    if not keep.all():
-                        hashes, phys, ts = hashes[keep], phys[keep], ts[keep]
+            if newest is not None and phys[0] <= newest.end_phy_offset:     # a re-dispatch or a retry
+                skip = self._already_indexed(phys, newest.end_phy_offset)
+                if skip:
+                    hashes, phys, ts = hashes[skip:], phys[skip:], ts[skip:]
             done = 0
             while done < len(hashes):
                 done += self._writable_file().put(hashes[done:], phys[done:], ts[done:])
+
+    def _already_indexed(self, phys, end: int) -> int:
+        """How many leading keys of a put (offsets not decreasing) the index holds already: those
+        below *end*, the newest entry's offset, and as many of those at *end* as the index ends with.
+        The last count matters when a put stopped between two keys of one record (a full disk when
+        the next file was to be created): the retry writes exactly the keys that are missing."""
+        if isinstance(phys, np.ndarray):
+            below, upto = (int(i) for i in np.searchsorted(phys, [end, end + 1]))
+        else:
+            below, upto = bisect.bisect_left(phys, end), bisect.bisect_right(phys, end)
+        if upto == below:
+            return below
+        held = 0
+        for f in reversed(self._files):
+            count = f.tail_count(end)
+            held += count
+            if count < f.index_count - FIRST_ENTRY:
+                break
+        return below + min(held, upto - below)
 
     def _writable_file(self) -> IndexFile:
         if self._files and not self._files[-1].is_full():
