@@ -84,10 +84,14 @@ impl DispatchRun {
         self.index.len()
     }
 
-    /// The first index entry whose commitlog offset is above `phys` (entries at or below it are
-    /// already indexed after a re-dispatch).
+    /// The first index entry whose commitlog offset is above `phys`.
     fn index_first_after(&self, phys: i64) -> usize {
         self.index.partition_point(|e| e.phys <= phys)
+    }
+
+    /// The first index entry whose commitlog offset is `phys` or above.
+    fn index_first_at(&self, phys: i64) -> usize {
+        self.index.partition_point(|e| e.phys < phys)
     }
 
     /// `(hash, commitlog offset, store time)` of every index entry (for tests and tools).

@@ -146,6 +146,7 @@ class Broker:
                                          auto_create_topic=settings.auto_create_topic,
                                          default_queue_nums=settings.default_topic_queue_nums)
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        self.store.consumed_offsets = self.offsets.lowest_by_queue   # cleaning under pressure keeps unread data
         self.groups = SubscriptionGroupManager(config_dir / "subscriptionGroup.json")
         self.server: RemotingServer | None = None
         self.server_tls: ServerTls | None = None
@@ -284,15 +285,31 @@ class Broker:
         if self.server is not None:
             await self.server.close()
         self.long_polling.wake_all()
-        if self.timer is not None:
-            await self.timer.close()
-        self.offsets.persist()
+        try:                         # a full disk must not keep the store from shutting down cleanly
+            if self.timer is not None:
+                await self.timer.close()
+        except OSError as exc:
+            log.error("timer checkpoint not saved at shutdown (its older checkpoint is used): %s", exc)
+        try:
+            self.offsets.persist()
+        except OSError as exc:
+            log.error("consumer offsets not saved at shutdown: %s", exc)
         await asyncio.to_thread(self.store.shutdown)
 
     async def _persist_offsets_loop(self) -> None:
+        failing = False
         while True:
             await asyncio.sleep(OFFSET_PERSIST_INTERVAL_S)
-            await asyncio.to_thread(self.offsets.persist)
+            try:
+                await asyncio.to_thread(self.offsets.persist)
+            except OSError as exc:   # a full disk: kept in memory, tried again next round; logged once
+                if not failing:
+                    log.error("consumer offsets not saved (%s); retrying every %.0f s", exc, OFFSET_PERSIST_INTERVAL_S)
+                failing = True
+            else:
+                if failing:
+                    log.warning("consumer offsets saved again")
+                failing = False
 
     def credentials(self) -> tuple[str, str] | None:
         """(accessKey, secretKey) this broker signs its own requests with (:mod:`rocketq.broker.credentials`)."""

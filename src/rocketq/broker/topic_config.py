@@ -127,9 +127,18 @@ class TopicConfigManager:
             if not 0 < n <= MAX_QUEUE_NUMS:
                 raise TopicConfigError(f"topic {tc.topic_name!r}: {what} {n} is outside 1..{MAX_QUEUE_NUMS}")
         with self._lock:
+            before = self.table.get(tc.topic_name)
             self.table[tc.topic_name] = tc
             self.data_version.next()
-        self.persist()
+        try:
+            self.persist()
+        except OSError:     # topics.json not written (a full disk): the change did not happen
+            with self._lock:
+                if before is None:
+                    self.table.pop(tc.topic_name, None)
+                else:
+                    self.table[tc.topic_name] = before
+            raise
         return tc
 
     def delete(self, topic: str) -> bool:

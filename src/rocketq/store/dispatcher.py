@@ -26,13 +26,27 @@ to the mapping are dispatched, as RocketMQ's reput reads only up to the committe
 
 Sinks implement ``dispatch(run)``; the store wires :class:`ConsumeQueueSink` and :class:`IndexSink`,
 and listeners (long polling) get ``(topic, queue_id, next_offset)``.
+
+A sink that fails with an ``OSError`` (a full disk when a consume-queue or index file is created)
+*stalls* dispatch instead of stopping it: the run is held with the index of the sink that failed,
+the thread tries it again with backoff (``RETRY_FIRST_S`` doubling to ``RETRY_MAX_S``, or at once on
+:meth:`Dispatcher.retry_now`), and dispatch goes on from exactly there; sinks skip what they already
+hold, so no unit is written twice and none is skipped.  One warning when a stall begins and one line
+when it ends, not one per attempt.  While stalled, :attr:`Dispatcher.blocked` says why, and the store
+refuses new writes before appending them: every record in the log is dispatched sooner or later (at
+the latest from the checkpoint after a restart), so a producer is only ever told "failed" for a
+message that was not appended.  Anything else (bytes in the log that are no record, a bug in a sink)
+stops dispatch for good and :attr:`Dispatcher.blocked` stays set.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import threading
+import time
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from rocketq import _native
@@ -44,6 +58,8 @@ LOOP_DRAIN_BYTES = 4 << 20     # per event-loop callback (drive_from), so one dr
 LOOP_BATCH_MAX = 16            # with drive_from, appends smaller than this are dispatched on the loop
 LOOP_RETRY_S = 0.001           # the loop's next look when the thread was draining
 THREAD_DRAIN_BYTES = 64 << 20  # per walk of the thread, so waiters are told about progress in between
+RETRY_FIRST_S = 0.05           # a stalled dispatch is tried again after this long ...
+RETRY_MAX_S = 2.0              # ... doubling up to this (a freed disk is noticed within RETRY_MAX_S)
 
 
 class DispatchError(RuntimeError):
@@ -85,6 +101,17 @@ class IndexSink:
             self._index.put_run(run)
 
 
+@dataclass(slots=True)
+class _Held:
+    """A walked run and how far it got: the sinks before ``sink`` have it."""
+
+    run: object
+    live: bool                   # walked for the put path (counts toward back-pressure)
+    sink: int = 0
+    attempts: int = 0
+    since: float = 0.0
+
+
 class Dispatcher:
     """The dispatch thread (or event-loop callbacks) walking the log behind the writer.
 
@@ -110,7 +137,10 @@ class Dispatcher:
         self._stopped = False
         self._drain_scheduled = False
         self._event_loop = None      # set by drive_from
-        self.failure: BaseException | None = None
+        self.failure: BaseException | None = None     # bytes that are no record, or a bug in a sink: stopped
+        self.blocked: str | None = None               # why dispatch is not moving (stalled or failed)
+        self._held: _Held | None = None               # the run a sink failed on, tried again first
+        self._retry_s = RETRY_FIRST_S
         self.dispatched_offset = 0
         self._thread = threading.Thread(target=self._loop, name="rocketq-dispatch", daemon=True)
 
@@ -125,43 +155,56 @@ class Dispatcher:
             self._schedule_drain()
 
     def dispatch_range(self, start: int, end: int) -> int:
-        """Walk [start, end) now, in the caller's thread (recovery, a slave's replicated bytes);
-        returns how many records were dispatched."""
+        """Walk [start, end) now, in the caller's thread (recovery, a slave's replicated bytes), and
+        raise what a sink raises; returns how many records were dispatched."""
         with self._drain_lock:
             self.dispatched_offset = max(self.dispatched_offset, start) if self._thread.is_alive() else start
-            return self._walk_to(end, limit_bytes=None)     # not the put path's: no back-pressure count
+            return self._walk_to(end, limit_bytes=None, live=False, stall=False)
 
     def notify_appended(self, count: int, *, timeout_s: float = 30.0) -> None:
-        """The put path appended *count* messages (called under the put lock, so in log order)."""
-        if self.failure is not None:
-            raise RuntimeError("the dispatcher stopped on an error") from self.failure
+        """The put path appended *count* messages (called under the put lock, so in log order).
+
+        Never raises: the records are in the log already, and an error here would tell their
+        producer "failed" for messages that will be delivered.  Back-pressure waits at most
+        *timeout_s*, and not at all while dispatch is stalled (the store refuses new writes then).
+        """
         self._appended_msgs += count
         if self._event_loop is not None and count < LOOP_BATCH_MAX:
             if not self._drain_scheduled:
                 self._schedule_drain()
         elif self._idle:
             self._wake.set()
-        if self._appended_msgs - self._done_msgs > self._max_pending:
+        if self._appended_msgs - self._done_msgs > self._max_pending and self.blocked is None:
             if self._event_loop is not None:
                 self._drain()
-                self._raise_if_failed()
             else:
                 self._wake.set()
-                self._wait_for(lambda: self._appended_msgs - self._done_msgs <= self._max_pending, timeout_s,
-                               f"the dispatcher is more than {self._max_pending} messages behind")
+                if not self._wait(lambda: self._appended_msgs - self._done_msgs <= self._max_pending
+                                  or self.blocked is not None, timeout_s):
+                    log.warning("the dispatcher is still more than %d messages behind after %.0f s",
+                                self._max_pending, timeout_s)
 
-    def wait_dispatched(self, timeout_s: float = 60.0) -> bool:
-        """Wait until everything appended before this call has reached every sink."""
+    def wait_dispatched(self, timeout_s: float = 60.0, *, while_stalled: bool = True) -> bool:
+        """Wait until everything appended before this call has reached every sink; False on timeout,
+        when dispatch failed for good, or (unless *while_stalled*) as soon as it is stalled."""
         target = self._log.max_offset()
-        if self._event_loop is not None:
+        if self._event_loop is not None and self._held is None:
             self._drain()
         else:
             self._wake.set()
-        try:
-            self._wait_for(lambda: self.dispatched_offset >= target, timeout_s, "")
-        except TimeoutError:
-            return False
-        return True
+        return self._wait(lambda: self.dispatched_offset >= target or (not while_stalled and self._held is not None),
+                          timeout_s) and self.dispatched_offset >= target
+
+    def retry_now(self) -> None:
+        """Try a stalled dispatch again now, not at the end of its backoff (space was freed)."""
+        if self._held is not None:
+            self._wake.set()
+
+    @property
+    def stalled_attempts(self) -> int:
+        """Failed attempts at the run dispatch is stalled on; 0 while dispatch moves."""
+        held = self._held
+        return held.attempts if held is not None else 0
 
     @property
     def lag_messages(self) -> int:
@@ -169,21 +212,15 @@ class Dispatcher:
 
     # -- waiting -------------------------------------------------------------------------------
 
-    def _wait_for(self, predicate, timeout_s: float, what: str) -> None:
+    def _wait(self, predicate, timeout_s: float) -> bool:
+        """Wait for *predicate* (re-checked after every drain); False on timeout, failure or stop."""
         with self._progress:
             self._waiters += 1
             try:
-                ok = self._progress.wait_for(lambda: predicate() or self.failure is not None or self._stopped,
-                                             timeout_s)
+                return self._progress.wait_for(lambda: predicate() or self.failure is not None or self._stopped,
+                                               timeout_s) and self.failure is None
             finally:
                 self._waiters -= 1
-        self._raise_if_failed()
-        if not ok:
-            raise TimeoutError(f"{what} after {timeout_s}s" if what else f"not dispatched after {timeout_s}s")
-
-    def _raise_if_failed(self) -> None:
-        if self.failure is not None:
-            raise RuntimeError("the dispatcher stopped on an error") from self.failure
 
     def _notify(self) -> None:
         with self._progress:
@@ -213,6 +250,8 @@ class Dispatcher:
         The loop never waits for the thread's drain: when the thread holds the lock, it takes what is
         there, and the loop looks again shortly in case an append arrived just as it finished."""
         self._drain_scheduled = False
+        if self._held is not None:       # stalled: the thread retries with backoff, the loop stays out
+            return
         if not self._drain(LOOP_DRAIN_BYTES, blocking=False):
             self._drain_scheduled = True
             try:
@@ -220,11 +259,20 @@ class Dispatcher:
             except RuntimeError:         # the loop is closed: whoever waits drains itself
                 self._drain_scheduled = False
             return
-        if self._behind() and not self._drain_scheduled and self.failure is None:
+        if self._behind() and not self._drain_scheduled and self.blocked is None:
             self._schedule_drain()
 
     def _loop(self) -> None:
         while self.failure is None:
+            if self._held is not None:
+                if not self._stopped:
+                    self._wake.wait(self._retry_s)
+                    self._wake.clear()
+                    self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
+                self._drain(THREAD_DRAIN_BYTES)          # the held run first
+                if self._held is not None and self._stopped:
+                    return                               # the next start dispatches the rest from the checkpoint
+                continue
             if not self._behind():
                 self._idle = True
                 if not self._behind() and not self._stopped:
@@ -236,27 +284,27 @@ class Dispatcher:
             self._drain(THREAD_DRAIN_BYTES)
 
     def _drain(self, limit_bytes: int | None = None, *, blocking: bool = True) -> bool:
-        """Dispatch up to the log's end (at most *limit_bytes* of it); False when not *blocking* and
-        someone else is draining."""
+        """Dispatch the held run, then up to the log's end (at most *limit_bytes* of it); False when not
+        *blocking* and someone else is draining."""
         if not self._drain_lock.acquire(blocking):
             return False
         try:
-            if self.failure is None:
+            if self.failure is None and (self._held is None or self._feed(self._held)):
                 try:
-                    self._done_msgs += self._walk_to(self._log.max_offset(), limit_bytes=limit_bytes)
-                except BaseException as exc:   # derived state is now behind the log: stop loudly
-                    log.exception("dispatch failed at commitlog offset %d; consume queues and index stop here "
-                                  "until restart", self.dispatched_offset)
-                    self.failure = exc
-            if self._waiters:
-                self._notify()
+                    self._done_msgs += self._walk_to(self._log.max_offset(), limit_bytes=limit_bytes, live=True,
+                                                     stall=True)
+                except BaseException as exc:   # bytes that are no record, or a bug: stop loudly
+                    self._fail(exc)
         finally:
             self._drain_lock.release()
+        if self._waiters:
+            self._notify()
         return True
 
-    def _walk_to(self, end: int, *, limit_bytes: int | None) -> int:
+    def _walk_to(self, end: int, *, limit_bytes: int | None, live: bool, stall: bool) -> int:
         """Feed the sinks the records in [dispatched_offset, end) (caller holds _drain_lock); returns
-        how many records were walked."""
+        how many records were walked.  With *stall*, a sink's OSError holds the run (see the module
+        doc) instead of being raised."""
         files = self._log.files
         walked = 0
         offset = self.dispatched_offset
@@ -266,7 +314,7 @@ class Dispatcher:
             if mf is None:
                 first = files.min_offset()
                 if offset < first:       # expired while we were behind: nothing to dispatch there
-                    offset = first
+                    offset = self.dispatched_offset = first
                     continue
                 break
             base = mf.file_from_offset
@@ -278,16 +326,65 @@ class Dispatcher:
                                         with_index=self._with_index, max_bytes=budget)
             if run.error is not None:
                 raise DispatchError(f"{mf.path}: {run.error}")
-            for sink in self._sinks:
-                sink.dispatch(run)
-            offset = base + files.file_size if run.blank else base + run.end
-            self.dispatched_offset = offset
+            if stall:
+                held = _Held(run, live)
+                if not self._feed(held, first_try=True):
+                    break
+            else:
+                for sink in self._sinks:
+                    sink.dispatch(run)
+                self._advance(run)
             walked += run.records
+            offset = self.dispatched_offset
             if budget is not None:
                 budget -= run.end - start
             if run.end == start and not run.blank:
                 break
         return walked
+
+    def _advance(self, run) -> None:
+        files_size = self._log.files.file_size
+        self.dispatched_offset = run.base_offset + files_size if run.blank else run.end_offset
+
+    def _feed(self, held: _Held, *, first_try: bool = False) -> bool:
+        """Feed *held*'s run to the sinks from the one it stopped at; True when every sink took it."""
+        sinks = self._sinks
+        while held.sink < len(sinks):
+            try:
+                sinks[held.sink].dispatch(held.run)
+            except OSError as exc:         # a full disk (or the like): hold the run and try again later
+                self._stall(held, exc)
+                return False
+            except BaseException as exc:   # a bug: derived state is now behind the log, stop loudly
+                self._fail(exc)
+                return False
+            held.sink += 1
+        self._advance(held.run)
+        if not first_try:                  # a stalled run got through: its records count now
+            if held.live:
+                self._done_msgs += held.run.records
+            log.warning("dispatch resumed (now at commitlog offset %d) after %.1f s stalled (%d failed attempts)",
+                        self.dispatched_offset, time.monotonic() - held.since, held.attempts)
+            self._held, self.blocked, self._retry_s = None, None, RETRY_FIRST_S
+        return True
+
+    def _stall(self, held: _Held, exc: OSError) -> None:
+        held.attempts += 1
+        if self._held is None:
+            held.since = time.monotonic()
+            self._held = held
+            why = "the broker's disk is full" if exc.errno == errno.ENOSPC else "a consume-queue or index write failed"
+            self.blocked = (f"service not available now: {why} ({exc}); consume queues and index wait for it, "
+                            f"and new messages are refused until they can be written")
+            log.warning("dispatch stalled at commitlog offset %d: %s; writes are refused until it resumes, "
+                        "retrying every %.2f-%.0f s", self.dispatched_offset, exc, RETRY_FIRST_S, RETRY_MAX_S)
+            self._wake.set()               # the thread retries (when a loop callback stalled, it waits)
+
+    def _fail(self, exc: BaseException) -> None:
+        log.error("dispatch failed at commitlog offset %d; consume queues and index stop here until restart",
+                  self.dispatched_offset, exc_info=exc)
+        self.failure = exc
+        self.blocked = f"the dispatcher stopped on an error: {exc!r}; restart the broker"
 
     def shutdown(self) -> None:
         self._stopped = True

@@ -163,6 +163,15 @@ class IndexFile:
     def is_full(self) -> bool:
         return self.index_count >= self.max_entries
 
+    def tail_count(self, phy: int) -> int:
+        """How many of the newest entries, counting back from the last, point at *phy*."""
+        n = 0
+        i = self.index_count - 1
+        while i >= FIRST_ENTRY and _ENTRY.unpack_from(self._mm, self._entries_pos + i * ENTRY_SIZE)[1] == phy:
+            n += 1
+            i -= 1
+        return n
+
     def put(self, entries: list[tuple[int, int, int]]) -> int:
         """Append as many ``(hash, commitlog offset, store time)`` entries as fit, in order; return how many."""
         self._check_open()

@@ -28,6 +28,7 @@ list; syncing happens outside it, so a flush never stalls the dispatcher.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -127,7 +128,10 @@ class IndexService:
         re-dispatched record is not indexed twice."""
         with self._lock:
             newest = self._newest_with_entries()
-            done = run.index_first_after(newest.end_phy_offset) if newest is not None else 0
+            done = 0
+            if newest is not None:                      # a re-dispatch or a retry: skip what is held
+                end = newest.end_phy_offset
+                done = self._already_indexed(run.index_first_at(end), run.index_first_after(end), end)
             while done < run.index_entries:
                 done += self._writable_file().put_run(run, done)
 
@@ -142,10 +146,28 @@ class IndexService:
             newest = self._newest_with_entries()
             if newest is not None:
                 end = newest.end_phy_offset
-                entries = [e for e in entries if e[1] > end]
+                phys = [e[1] for e in entries]
+                entries = entries[self._already_indexed(bisect.bisect_left(phys, end), bisect.bisect_right(phys, end),
+                                                        end):]
             done = 0
             while done < len(entries):
                 done += self._writable_file().put(entries[done:])
+
+    def _already_indexed(self, below: int, upto: int, end: int) -> int:
+        """How many leading entries of a put (offsets not decreasing) the index holds already: the
+        *below* ones under *end*, the newest entry's offset, and as many of the ``upto - below`` at *end*
+        as the index ends with.  The last count matters when a put stopped between two keys of one
+        record (a full disk when the next file was to be created): the retry writes exactly the keys
+        that are missing."""
+        if upto == below:
+            return below
+        held = 0
+        for f in reversed(self._files):
+            count = f.tail_count(end)
+            held += count
+            if count < f.index_count - FIRST_ENTRY:
+                break
+        return below + min(held, upto - below)
 
     def _writable_file(self) -> IndexFile:
         if self._files and not self._files[-1].is_full():

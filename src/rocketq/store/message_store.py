@@ -29,7 +29,7 @@ from rocketq.store.checkpoint import CheckpointFile
 from rocketq.store.cleaner import Cleaner
 from rocketq.store.commitlog import CommitLog
 from rocketq.store.config import SYNC_FLUSH, StoreConfig
-from rocketq.store.config_files import write_json
+from rocketq.store.config_files import ConfigFileError, read_json, write_json
 from rocketq.store.consume_queue import BLANK_SIZE, ConsumeQueue
 from rocketq.store.dispatcher import ConsumeQueueSink, Dispatcher, IndexSink
 from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlushService
@@ -49,6 +49,13 @@ from rocketq.store.transient_pool import TransientStorePool
 log = logging.getLogger(__name__)
 
 
+def _read_or_none(path):
+    try:
+        return read_json(path)
+    except ConfigFileError:          # unreadable: written anew
+        return None
+
+
 class MessageStore(StoreMaintenance):
     def __init__(self, config: StoreConfig | None = None, *, clock=time.time, reserve=None):
         self.config = config or StoreConfig()
@@ -63,6 +70,10 @@ class MessageStore(StoreMaintenance):
         self.running = False
         self.recovery: RecoveryReport | None = None
         self.arrival_listeners: list = []
+        # (topic, queue id) -> lowest offset a consumer group committed; set by the broker, so that
+        # cleaning under disk pressure keeps what a group has not read yet (see Cleaner)
+        self.consumed_offsets = None
+        self._logics_flush_failing = False
         self._delay_level_count = len(self.config.delay_levels_ms)
         self._msg_id_prefix = offset_msg_id(self.store_host, 0)[:-16]
 
@@ -120,11 +131,13 @@ class MessageStore(StoreMaintenance):
         self._preparer = Preparer(max_message_size=cfg.max_message_size, delay_levels=self._delay_level_count,
                                   store_host=self.store_host)
         self.recovery = self._recover(abnormal)
-        # only now that the files opened with these sizes (a failed start must not rewrite it)
-        write_json(paths.geometry, {"commitlogFileSize": cfg.commitlog_file_size,
-                                    "consumeQueueEntries": cfg.consume_queue_entries,
-                                    "indexSlots": cfg.index_slots, "indexMaxEntries": cfg.index_max_entries,
-                                    "messageIndexEnable": cfg.message_index_enable})
+        # only now that the files opened with these sizes (a failed start must not rewrite it), and only
+        # when it changed (a store on a full disk still opens, to be read)
+        geometry = {"commitlogFileSize": cfg.commitlog_file_size, "consumeQueueEntries": cfg.consume_queue_entries,
+                    "indexSlots": cfg.index_slots, "indexMaxEntries": cfg.index_max_entries,
+                    "messageIndexEnable": cfg.message_index_enable}
+        if _read_or_none(paths.geometry) != geometry:
+            write_json(paths.geometry, geometry)
         if cfg.warm_mapped_file_enable:
             self.commitlog.files.last_for_append().warm()
         elif self.commitlog.files.files:
@@ -164,7 +177,9 @@ class MessageStore(StoreMaintenance):
             cq.recover()
             cq.truncate_dirty(end)
             cq.correct_min_offset(self.commitlog.min_offset())
-        start = min(cp.logics_flushed_offset, end) if abnormal else end
+        # also after a clean shutdown: one that came while dispatch was stalled (a full disk) left the
+        # queues behind the log, and the checkpoint says from where
+        start = min(cp.logics_flushed_offset, end)
         if not self._queues or not self.checkpoint.existed:
             start = self.commitlog.min_offset()     # queues (or the checkpoint) gone: rebuild them all
         if self.index is not None and self.index.max_phy_offset < 0 and abnormal:
@@ -200,7 +215,10 @@ class MessageStore(StoreMaintenance):
         self.schedule.load()
         self.cleaner = Cleaner(self, interval_ms=cfg.clean_resource_interval_ms,
                                reserved_hours=cfg.file_reserved_time_hours, delete_when=cfg.delete_when,
-                               max_used_ratio=cfg.disk_max_used_space_ratio, clock=self._clock)
+                               max_used_ratio=cfg.disk_max_used_space_ratio,
+                               warning_ratio=cfg.disk_space_warning_level_ratio,
+                               forcibly_ratio=cfg.disk_space_clean_forcibly_ratio,
+                               force_enable=cfg.clean_file_forcibly_enable, clock=self._clock)
         self._logics_stop = threading.Event()
         self._logics_thread = threading.Thread(target=self._logics_flush_loop, name="rocketq-flush-cq", daemon=True)
         self.dispatcher.start(self.dispatcher.dispatched_offset)
@@ -213,28 +231,37 @@ class MessageStore(StoreMaintenance):
         self.cleaner.start()
 
     def shutdown(self) -> None:
+        """Stop, flush and close.  The abort marker goes only when the checkpoint was written: a
+        shutdown that could not write it (a failing disk) leaves the next start a crash recovery.
+        A stalled dispatch (a full disk) is not waited for: the checkpoint says where it stopped and
+        the next start dispatches from there."""
         if not self.running:
             return
         self.running = False
-        self.cleaner.shutdown()
-        self.schedule.shutdown()
-        self.dispatcher.wait_dispatched(timeout_s=60)
-        self.dispatcher.shutdown()
-        if self._committer is not None:
-            self._committer.shutdown()
-        self._flusher.shutdown()
-        self._logics_stop.set()
-        self._logics_thread.join(timeout=30)
-        self._allocator.shutdown()
-        self.commitlog.close()
-        self._flush_logics(final=True)
-        for cq in self._queues.values():
-            cq.close()
-        if self.index is not None:
-            self.index.close()
-        self.checkpoint.close()
-        self.paths.abort.unlink(missing_ok=True)
-        self._lock.release()
+        try:
+            self.cleaner.shutdown()
+            self.schedule.shutdown()
+            self.dispatcher.wait_dispatched(timeout_s=60, while_stalled=False)
+            self.dispatcher.shutdown()
+            if self._committer is not None:
+                self._committer.shutdown()
+            self._flusher.shutdown()
+            self._logics_stop.set()
+            self._logics_thread.join(timeout=30)
+            self._allocator.shutdown()
+            self.commitlog.close()
+            self._flush_logics(final=True)
+            for cq in self._queues.values():
+                cq.close()
+            if self.index is not None:
+                self.index.close()
+            self.checkpoint.close()
+            self.paths.abort.unlink(missing_ok=True)
+        except OSError:
+            log.exception("store %s: shutdown could not write everything; the abort marker stays, so the next "
+                          "start recovers as after a crash", self.paths.root)
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> "MessageStore":
         return self.start() if not self.running else self
@@ -258,8 +285,14 @@ class MessageStore(StoreMaintenance):
         while not self._logics_stop.wait(interval):
             try:
                 self._flush_logics()
-            except Exception:
-                log.exception("flushing consume queues / checkpoint failed")
+            except Exception:       # logged once per episode: it is retried every interval
+                if not self._logics_flush_failing:
+                    log.exception("flushing consume queues / checkpoint failed; retrying every %.1f s", interval)
+                self._logics_flush_failing = True
+            else:
+                if self._logics_flush_failing:
+                    log.warning("flushing consume queues / checkpoint works again")
+                self._logics_flush_failing = False
 
     def _flush_logics(self, *, final: bool = False) -> None:
         dispatched = self.dispatcher.dispatched_offset
@@ -302,6 +335,9 @@ class MessageStore(StoreMaintenance):
     def _append_one(self, msg: Message) -> PutMessageResult:
         if not self.running:
             return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running")
+        refused = self.dispatcher.blocked or self.cleaner.full
+        if refused is not None:     # before appending: a refused message must never be delivered later
+            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused)
         try:
             batch = self._preparer.messages([msg])
             phy, store_ts = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
@@ -318,6 +354,9 @@ class MessageStore(StoreMaintenance):
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=count)
         if not count:
             return BatchPutResult(PutStatus.PUT_OK)
+        refused = self.dispatcher.blocked or self.cleaner.full
+        if refused is not None:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused, count=count)
         try:
             batch = msgs if isinstance(msgs, RecordBatch) else self._preparer.messages(msgs)
             phy, store_ts = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
@@ -371,8 +410,10 @@ class MessageStore(StoreMaintenance):
             out.setdefault(topic, []).append(qid)
         return out
 
-    def wait_dispatched(self, timeout_s: float = 60.0) -> bool:
-        return self.dispatcher.wait_dispatched(timeout_s)
+    def wait_dispatched(self, timeout_s: float = 60.0, *, while_stalled: bool = True) -> bool:
+        """Wait until what was appended so far is in its consume queue and the index; with
+        *while_stalled* False, stop waiting as soon as dispatch is stalled (a full disk)."""
+        return self.dispatcher.wait_dispatched(timeout_s, while_stalled=while_stalled)
 
     # -- reading -----------------------------------------------------------------------------
 
