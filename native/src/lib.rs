@@ -54,6 +54,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan::find_record_start, m)?)?;
     m.add_function(wrap_pyfunction!(reads::read_units, m)?)?;
     m.add_function(wrap_pyfunction!(columns::record_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(message::encode_send_batch, m)?)?;
     m.add_class::<batch::RecordBatch>()?;
     m.add_class::<dispatch::DispatchRun>()?;
     m.add("BatchError", py.get_type::<batch::BatchError>())?;

@@ -86,3 +86,44 @@ fn keys_into(arena: &mut Vec<u8>, keys: &Borrowed<'_, '_, PyAny>) -> PyResult<bo
     }
     Ok(clean)
 }
+
+/// A SEND_BATCH_MESSAGE body of `Message` objects (the client side of `RecordBatch.from_wire`):
+/// per message `i32 total | i32 magic 0 | i32 crc 0 | i32 flag | i32 bodyLen | body | i16 propsLen |
+/// properties`, the properties built as `Message.properties_string` builds them.  Raises ValueError
+/// naming the message for a separator inside a property or properties over 32767 bytes.
+#[pyfunction]
+pub fn encode_send_batch<'py>(py: Python<'py>, msgs: &Bound<'py, pyo3::types::PyList>)
+                              -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    use pyo3::exceptions::PyValueError;
+    let mut out: Vec<u8> = Vec::new();
+    let mut props_buf: Vec<u8> = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let body_obj = m.getattr(pyo3::intern!(py, "body"))?;
+        let body = crate::buffers::Bytes::readable(&body_obj)?;
+        let tags_obj = m.getattr(pyo3::intern!(py, "tags"))?;
+        let tags_str = if tags_obj.is_none() { None } else { Some(tags_obj.cast_into::<PyString>()?) };
+        let tags = match &tags_str { Some(t) => Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty()), None => None };
+        let delay: i64 = m.getattr(pyo3::intern!(py, "delay_level"))?.extract()?;
+        let flag: i32 = m.getattr(pyo3::intern!(py, "flag"))?.extract()?;
+        let user = m.getattr(pyo3::intern!(py, "properties"))?;
+        let keys = m.getattr(pyo3::intern!(py, "keys"))?;
+        props_buf.clear();
+        if !properties_into(&mut props_buf, &user.as_borrowed(), tags, &keys.as_borrowed(), delay)? {
+            return Err(PyValueError::new_err(format!(
+                "message {i}: property names and values must not contain \\x01 or \\x02")));
+        }
+        if props_buf.len() > crate::record::MAX_PROPERTIES_BYTES {
+            return Err(PyValueError::new_err(format!(
+                "message {i}: properties are {} bytes, at most {}", props_buf.len(), crate::record::MAX_PROPERTIES_BYTES)));
+        }
+        let body = body.as_slice();
+        let total = 20 + body.len() + 2 + props_buf.len();
+        for v in [total as i32, 0, 0, flag, body.len() as i32] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        out.extend_from_slice(body);
+        out.extend_from_slice(&(props_buf.len() as u16).to_be_bytes());
+        out.extend_from_slice(&props_buf);
+    }
+    Ok(pyo3::types::PyBytes::new(py, &out))
+}
