@@ -26,7 +26,7 @@ use pyo3::create_exception;
 
 use crate::buffers::Bytes;
 use crate::record::{self, Host, NOT_CONSUMABLE};
-use crate::{message, msgid, props, slots};
+use crate::{message, msgid, slots, wire};
 
 /// The `Message` fields a plain message is read from, in the order `from_messages` unpacks them.
 const MESSAGE_FIELDS: [&str; 13] = ["topic", "body", "queue_id", "tags", "keys", "properties", "flag", "sys_flag",
@@ -37,7 +37,6 @@ create_exception!(_native, BatchError, PyValueError, "A message the store refuse
 create_exception!(_native, BatchFormatError, PyValueError, "A SEND_BATCH_MESSAGE body that does not parse.");
 
 pub const MAX_QUEUE_ID: i64 = i32::MAX as i64;
-const WIRE_HEAD: usize = 20; // totalSize, magic, bodyCRC, flag, bodyLen
 const NO_GROUP: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
@@ -292,42 +291,17 @@ impl RecordBatch {
                  store_v6: bool, check_topic: Option<&Bound<'_, PyAny>>) -> PyResult<Option<RecordBatch>> {
         let born = host_arg(born_ip, born_port, "born host")?;
         let data = body.as_bytes();
-        let mut b = Builder::new(Limits { max_body: max_body_bytes, store_v6 }, data.len() / 64 + 1);
+        let msgs = match wire::parse(data) {
+            Ok(wire::Parsed::Messages(msgs)) => msgs,
+            Ok(wire::Parsed::HasDelay) => return Ok(None),
+            Err(wire::Error::Format(reason)) => return Err(BatchFormatError::new_err(reason)),
+            Err(wire::Error::Illegal(reason)) => return Err(illegal(reason)),
+        };
+        let mut b = Builder::new(Limits { max_body: max_body_bytes, store_v6 }, msgs.len());
         b.keep.push(body.clone().into_any().unbind());
-        let mut pos = 0;
-        let mut i = 0usize;
-        while pos < data.len() {
-            let left = data.len() - pos;
-            if left < WIRE_HEAD {
-                return Err(BatchFormatError::new_err(format!("batch record at byte {pos} is truncated")));
-            }
-            let total = record::be_i32(data, pos);
-            let flag = record::be_i32(data, pos + 12);
-            let blen = record::be_i32(data, pos + 16);
-            if total < (WIRE_HEAD + 2) as i32 || total as usize > left || blen < 0
-                || WIRE_HEAD + blen as usize + 2 > total as usize {
-                return Err(BatchFormatError::new_err(format!("batch record at byte {pos} has inconsistent lengths")));
-            }
-            let (total, blen) = (total as usize, blen as usize);
-            let p = pos + WIRE_HEAD + blen;
-            let plen = record::be_u16(data, p) as usize;
-            if WIRE_HEAD + blen + 2 + plen != total {
-                return Err(BatchFormatError::new_err(format!("batch record at byte {pos}: properties length does not fit")));
-            }
-            let prop_bytes = &data[p + 2..pos + total];
-            if std::str::from_utf8(prop_bytes).is_err() {
-                return Err(BatchFormatError::new_err(format!("batch record {i}: properties are not UTF-8")));
-            }
-            if !props::well_formed(prop_bytes) {
-                return Err(illegal(format!("message {i}: properties are not k\\x01v\\x02 pairs")));
-            }
-            if props::known(prop_bytes).delay.is_some() {
-                return Ok(None);
-            }
-            b.push(Which::Index(i), topic.as_bytes(), queue_id, flag as i64, sys_flag, born_timestamp, born,
-                   reconsume_times, 0, &data[pos + WIRE_HEAD..p], Span::of(prop_bytes))?;
-            pos += total;
-            i += 1;
+        for (i, m) in msgs.iter().enumerate() {
+            b.push(Which::Index(i), topic.as_bytes(), queue_id, m.flag as i64, sys_flag, born_timestamp, born,
+                   reconsume_times, 0, m.body, Span::of(m.props))?;
         }
         b.finish(py, check_topic).map(Some)
     }

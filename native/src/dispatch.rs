@@ -118,6 +118,16 @@ impl DispatchRun {
 }
 
 impl DispatchRun {
+    /// Where the walk stopped, relative to the segment.
+    pub fn end(&self) -> usize {
+        self.end
+    }
+
+    /// Why the walk stopped early, if it did at bytes that are no record.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
     fn to_state(&self) -> Vec<u8> {
         let mut o = Vec::new();
         let put = |o: &mut Vec<u8>, b: &[u8]| {
@@ -286,38 +296,42 @@ pub fn dispatch_scan(py: Python<'_>, segment: &Bound<'_, PyAny>, start: usize, e
     if start > end {
         return Err(pyo3::exceptions::PyValueError::new_err(format!("dispatch_scan: start {start} is past end {end}")));
     }
-    let walk = || {
-        // SAFETY: `buf` holds the export for the whole call; only bytes below the writer's
-        // position are read, and nobody rewrites those.
-        let data = unsafe { whole.slice() };
-        let mut w = Walker { delay_ms: &delay_levels_ms, with_index, topics: Vec::new(), groups: Vec::new(),
-                             open: Vec::new(), index: Vec::new(), max_store_ts: 0 };
-        let (mut pos, mut records, mut blank, mut error) = (start, 0usize, false, None);
-        let soft_end = max_bytes.map_or(end, |m| start.saturating_add(m).min(end));
-        while pos < soft_end {
-            match record::parse(data, pos, end) {
-                Parsed::Record(v) => {
-                    if v.physical_offset != base_offset + pos as i64 {
-                        error = Some(format!("commitlog offset {}: record claims physical offset {}",
-                                             base_offset + pos as i64, v.physical_offset));
-                        break;
-                    }
-                    w.add(&v);
-                    pos += v.size;
-                    records += 1;
-                }
-                Parsed::Blank(_) => {
-                    blank = true;
+    // SAFETY: `buf` holds the export for the whole call; only bytes below the writer's position are
+    // read, and nobody rewrites those.
+    let run = || walk(unsafe { whole.slice() }, start, end, base_offset, &delay_levels_ms, with_index, max_bytes);
+    Ok(if end - start >= crate::batch::DETACH_FROM_BYTES { py.detach(run) } else { run() })
+}
+
+/// The walk of [`dispatch_scan`] over `data[start..end]` (pure Rust: the fuzz targets call it).
+pub fn walk(data: &[u8], start: usize, end: usize, base_offset: i64, delay_levels_ms: &[i64], with_index: bool,
+            max_bytes: Option<usize>) -> DispatchRun {
+    let end = end.min(data.len());
+    let mut w = Walker { delay_ms: delay_levels_ms, with_index, topics: Vec::new(), groups: Vec::new(),
+                         open: Vec::new(), index: Vec::new(), max_store_ts: 0 };
+    let (mut pos, mut records, mut blank, mut error) = (start, 0usize, false, None);
+    let soft_end = max_bytes.map_or(end, |m| start.saturating_add(m).min(end));
+    while pos < soft_end {
+        match record::parse(data, pos, end) {
+            Parsed::Record(v) => {
+                if v.physical_offset != base_offset + pos as i64 {
+                    error = Some(format!("commitlog offset {}: record claims physical offset {}",
+                                         base_offset + pos as i64, v.physical_offset));
                     break;
                 }
-                Parsed::Bad(reason) => {
-                    error = Some(format!("commitlog offset {}: {reason}", base_offset + pos as i64));
-                    break;
-                }
+                w.add(&v);
+                pos += v.size;
+                records += 1;
+            }
+            Parsed::Blank(_) => {
+                blank = true;
+                break;
+            }
+            Parsed::Bad(reason) => {
+                error = Some(format!("commitlog offset {}: {reason}", base_offset + pos as i64));
+                break;
             }
         }
-        DispatchRun { end: pos, blank, records, error, base_offset, max_store_timestamp: w.max_store_ts,
-                      topics: w.topics, groups: w.groups, index: w.index }
-    };
-    Ok(if end - start >= crate::batch::DETACH_FROM_BYTES { py.detach(walk) } else { walk() })
+    }
+    DispatchRun { end: pos, blank, records, error, base_offset, max_store_timestamp: w.max_store_ts,
+                  topics: w.topics, groups: w.groups, index: w.index }
 }

@@ -42,7 +42,7 @@ pub fn put(mm: &mut [u8], slot_count: usize, max_entries: usize, entries: &[Inde
         if old <= 0 || old as usize > count {
             old = 0; // outside the written entries: RocketMQ treats it as empty
         }
-        let tdiff = if begin_ts <= 0 { 0 } else { ((e.store_ts - begin_ts).div_euclid(1000)).clamp(0, MAX_TIME_DIFF_S) };
+        let tdiff = if begin_ts <= 0 { 0 } else { (e.store_ts.saturating_sub(begin_ts).div_euclid(1000)).clamp(0, MAX_TIME_DIFF_S) };
         let at = entries_pos + count * ENTRY;
         mm[at..at + 4].copy_from_slice(&e.hash.to_be_bytes());
         mm[at + 4..at + 12].copy_from_slice(&e.phys.to_be_bytes());
@@ -50,7 +50,7 @@ pub fn put(mm: &mut [u8], slot_count: usize, max_entries: usize, entries: &[Inde
         mm[at + 16..at + 20].copy_from_slice(&old.to_be_bytes());
         mm[slot_pos..slot_pos + 4].copy_from_slice(&(count as i32).to_be_bytes());
         if old == 0 {
-            used_slots += 1;
+            used_slots = used_slots.saturating_add(1);
         }
         end_ts = e.store_ts;
         end_phy = e.phys;

@@ -3,19 +3,20 @@
 
 use pyo3::prelude::*;
 
-mod batch;
-mod columns;
-mod buffers;
-mod dispatch;
-mod index;
-mod javahash;
-mod message;
-mod msgid;
-mod props;
-mod reads;
-mod record;
-mod scan;
-mod slots;
+pub mod batch;
+pub mod columns;
+pub mod buffers;
+pub mod dispatch;
+pub mod index;
+pub mod javahash;
+pub mod message;
+pub mod msgid;
+pub mod props;
+pub mod reads;
+pub mod record;
+pub mod scan;
+pub mod slots;
+pub mod wire;
 
 /// `String.hashCode` of `text`, as Java's signed int.
 #[pyfunction]

@@ -144,3 +144,7 @@ def record_columns(buf, positions) -> dict:
     keeps its first place and last value); ``rows`` decoded (fewer when a column would pass 2 GiB),
     ``uniform_topic``, ``compressed`` row numbers, ``error`` (None or why the record at row ``rows``
     does not parse)."""
+
+def encode_send_batch(msgs: list) -> bytes:
+    """A SEND_BATCH_MESSAGE body of ``Message`` objects (the client side of :meth:`RecordBatch.from_wire`),
+    properties built as ``Message.properties_string`` builds them; ValueError names a bad message."""
