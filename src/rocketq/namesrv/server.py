@@ -93,8 +93,9 @@ class NameServer:
             self._scan_task.cancel()
             await asyncio.gather(self._scan_task, return_exceptions=True)
             self._scan_task = None
+        port = self.port                   # the bound port; the server forgets it once closed
         await self._server.close()
-        log.info("NameServer on port %d closed", self.port)
+        log.info("NameServer on port %d closed", port)
 
     async def __aenter__(self) -> NameServer:
         return await self.start()
