@@ -10,7 +10,8 @@ Messages still in a consume queue die with their segment - that is what retentio
 never silently: each queue that loses unconsumed-looking units is named in a warning with the
 range of logical offsets that went, and its minimum offset moves past them, so consumers see
 OFFSET_TOO_SMALL instead of reading holes.  Consume-queue and index files that only point below
-the new start of the log are deleted after it.
+the new start of the log are deleted after it.  Crossing ``diskMaxUsedSpaceRatio`` is logged as a
+warning once (and going back under it at INFO), not every round.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Cleaner:
         self._manual = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rocketq-clean", daemon=True)
+        self._disk_was_full = False
 
     def start(self) -> None:
         self._thread.start()
@@ -63,7 +65,14 @@ class Cleaner:
         """One round; returns how many CommitLog segments were deleted."""
         manual = self._manual.is_set()
         self._manual.clear()
-        disk_full = self.disk_used_ratio() > self._max_ratio
+        ratio = self.disk_used_ratio()
+        disk_full = ratio > self._max_ratio
+        if disk_full != self._disk_was_full:
+            self._disk_was_full = disk_full
+            log.log(logging.WARNING if disk_full else logging.INFO,
+                    "disk of %s is %.1f %% used, %s diskMaxUsedSpaceRatio %d %%%s", self._store.paths.root, ratio,
+                    "over" if disk_full else "back under", self._max_ratio,
+                    ": deleting the oldest CommitLog segments whatever their age" if disk_full else "")
         hour_ok = time.localtime(self._clock()).tm_hour in self._hours
         if not (force or manual or disk_full or hour_ok):
             return 0
