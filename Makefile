@@ -1,9 +1,12 @@
-# Two entry points for a fresh machine (Python 3.11+, a JDK, the package registries):
-#   make run   - create .venv if missing, install rocketq, start its main job on an embedded default
-#   make test  - create/refresh .venv, install test dependencies, run the whole suite
+# Entry points for a fresh checkout (prerequisites: README.md, "Prerequisites"):
+#   make run   - create .venv if missing, install rocketq, run `rocketq serve` (ARGS='--profile small' ...)
+#   make test  - create/refresh .venv, install the test, bench and spark extras, run the whole suite
+#   make bench - rocketq beside Redis, NATS and RabbitMQ (`rocketq bench compare`)
+# `. .venv/bin/activate` (or ./rocketq) then puts the rocketq command at hand in another shell.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+ARGS   ?=
 STAMP  := $(VENV)/.installed-test
 
 .PHONY: run test bench bench-store clean
@@ -21,7 +24,7 @@ $(STAMP): $(PY) pyproject.toml
 	touch $@
 
 run: $(VENV)/.installed
-	$(VENV)/bin/rocketq serve
+	$(VENV)/bin/rocketq serve $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
