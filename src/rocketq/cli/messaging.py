@@ -188,9 +188,10 @@ ROUTE_WAIT_INTERVAL_S = 1.0           # --wait: how often the NameServers are as
                               "registered and nothing committed (RocketMQ's TOOLS_CONSUMER reads).")
 @click.option("--tag", "tags", default="*", show_default=True, help="Tag expression, e.g. 'TagA || TagB'.")
 @click.option("--from", "from_", default="last", show_default=True,
-              help="Where to start: first, last, a timestamp in ms, or an ISO date. With --group only for a "
-                   "group without offsets, and then, as in RocketMQ, 'last' reads a young queue (one that still "
-                   "holds its first message, offset 0) from 0: a new group sees a new topic's history.")
+              help="Where to start: first, last (the end of each queue), a timestamp in ms, or an ISO date. "
+                   "With --group it applies only while the group has no offset for a queue, and then, as in "
+                   "RocketMQ, 'last' starts a young queue (one that still holds its first message, offset 0) "
+                   "at 0: a new group reads a new topic from its beginning.")
 @click.option("--count", type=click.IntRange(min=1), help="Stop after COUNT messages.")
 @click.option("--idle", type=click.FloatRange(min=0.1), help="Stop after IDLE seconds without a message.")
 @click.option("--wait", "wait_for_topic", is_flag=True,
