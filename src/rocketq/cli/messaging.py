@@ -5,7 +5,11 @@ NameServer (``--namesrv``, or ``ROCKETQ_NAMESRV``; default ``127.0.0.1:9876``).
 generated ones with many in flight and a progress bar, ending with a summary (messages/s, MB/s,
 latency percentiles).  ``consume`` prints messages as they arrive - one line each, or JSON lines
 with ``--json`` - and stops after ``--count`` messages, after ``--idle`` seconds without one, or on
-Ctrl-C; it commits the group's offsets when it stops.
+Ctrl-C.  With ``--group`` it is a member of that consumer group (subscribed, rebalanced, offsets
+committed when it stops); without, it reads as no group: every queue assigned, no heartbeat, offsets
+kept in memory (RocketMQ's tools read as ``TOOLS_CONSUMER`` the same way), so the brokers keep no
+trace of it - no subscription group, no ``%RETRY%`` topic, no offsets.  A topic without a route is
+an error unless ``--wait``.
 """
 
 from __future__ import annotations
