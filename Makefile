@@ -1,10 +1,14 @@
-# Two entry points for a fresh machine (Python 3.11+, Rust with cargo, a JDK, the package registries):
-#   make run   - create .venv if missing, install rocketq (building its native extension), start its main job
-#   make test  - create/refresh .venv, install test dependencies, run the whole suite
-# `make native` rebuilds only the extension (native/, Rust) into src/rocketq/ after editing it.
+# Entry points for a fresh checkout (prerequisites: README.md, "Prerequisites"; Rust with cargo builds the
+# native extension):
+#   make run    - create .venv if missing, install rocketq, run `rocketq serve` (ARGS='--profile small' ...)
+#   make test   - create/refresh .venv, install the test, bench and spark extras, run the whole suite
+#   make bench  - rocketq beside Redis, NATS and RabbitMQ (`rocketq bench compare`)
+#   make native - rebuild only the extension (native/, Rust) into src/rocketq/ after editing it
+# `. .venv/bin/activate` (or ./rocketq) then puts the rocketq command at hand in another shell.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+ARGS   ?=
 STAMP  := $(VENV)/.installed-test
 NATIVE := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 
@@ -23,7 +27,7 @@ $(STAMP): $(PY) pyproject.toml $(NATIVE)
 	touch $@
 
 run: $(VENV)/.installed
-	$(VENV)/bin/rocketq serve
+	$(VENV)/bin/rocketq serve $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from rocketq.cli.log_setup import apply as apply_logging, log_options
 from rocketq.namesrv.controller import DEFAULT_MASTER_TIMEOUT_MS
 from rocketq.namesrv.server import DEFAULT_PORT, NameServer
 
@@ -98,9 +99,12 @@ def run_loop(coro) -> None:
               show_default=True, help="A master silent for this long is replaced by its most up-to-date slave.")
 @click.option("--controller-elect-unclean", is_flag=True,
               help="Also elect a slave known to be behind another one (may lose acknowledged messages).")
+@log_options
 def namesrv(host: str | None, port: int | None, config_file: Path | None, acl_file: Path | None, kv_path: Path,
-            enable_controller: bool, controller_master_timeout_ms: int, controller_elect_unclean: bool) -> None:
+            enable_controller: bool, controller_master_timeout_ms: int, controller_elect_unclean: bool,
+            logging_options: dict) -> None:
     """Run a NameServer: the route registry brokers register with and clients ask."""
+    apply_logging(logging_options)
     host, port, tls, acl_path = _from_config(config_file, host, port, acl_file)
     run_loop(serve(host, port, kv_path, tls=tls, acl_path=acl_path, controller=enable_controller,
                    controller_master_timeout_ms=controller_master_timeout_ms,

@@ -113,8 +113,9 @@ class NameServer:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         self._scan_task = self._acl_task = None
+        port = self.port                   # the bound port; the server forgets it once closed
         await self._server.close()
-        log.info("NameServer on port %d closed", self.port)
+        log.info("NameServer on port %d closed", port)
 
     async def __aenter__(self) -> NameServer:
         return await self.start()

@@ -12,7 +12,8 @@ name) for the standalone server.  Later sources win::
   continuations, as Java's ``Properties`` reads them.
 * ``.toml`` files: the same keys at top level, or inside any tables (``[broker]``, ``[store]``...),
   which are only for grouping.
-* environment: ``ROCKETQ_LISTENPORT=10921`` or ``ROCKETQ_listenPort=10921`` (case does not matter).
+* environment: ``ROCKETQ_LISTENPORT=10921`` or ``ROCKETQ_listenPort=10921`` (case does not matter);
+  ``ROCKETQ_NAMESRV``, which the client commands read, is ``namesrvAddr`` (see ``CLIENT_ENV_KEYS``).
 
 Unknown keys are errors that name the source (file and line, or variable) and suggest the closest
 known key.  Keys RocketMQ has and rocketq does not use are reported as warnings, not errors, so a
@@ -34,6 +35,10 @@ from rocketq.store import StoreConfig
 from rocketq.store.config import _coerce
 
 ENV_PREFIX = "ROCKETQ_"
+# Variables of the client commands (rocketq send/consume/topic ...), so that one environment serves
+# both kinds of command: ROCKETQ_NAMESRV is rocketq's NAMESRV_ADDR, which RocketMQ's broker reads as
+# its namesrvAddr too.  An explicit ROCKETQ_NAMESRVADDR wins over it.
+CLIENT_ENV_KEYS = {"ROCKETQ_NAMESRV": "namesrvAddr"}
 
 
 class ConfigError(ValueError):
@@ -145,14 +150,19 @@ def read_file(path: Path) -> list[tuple[str, object, str]]:
     return read_toml(path) if path.suffix == ".toml" else read_properties(path)
 
 
-def read_env(environ: Mapping[str, str]) -> list[tuple[str, object, str]]:
+def read_env(environ: Mapping[str, str], *, client_keys: bool = True) -> list[tuple[str, object, str]]:
+    """Entries from ROCKETQ_<key> variables; the client commands' variables (CLIENT_ENV_KEYS) become
+    their server key with *client_keys*, and are skipped without it (``serve`` has its own NameServer)."""
     by_lower = {k.lower(): k for k in known_keys()}
-    out = []
+    aliases, out = [], []
     for name, value in environ.items():
-        if name.upper().startswith(ENV_PREFIX) and not name.upper().startswith(ENV_PREFIX + "TEST_"):
+        if name.upper() in CLIENT_ENV_KEYS:
+            if client_keys:
+                aliases.append((CLIENT_ENV_KEYS[name.upper()], value, f"environment {name}"))
+        elif name.upper().startswith(ENV_PREFIX) and not name.upper().startswith(ENV_PREFIX + "TEST_"):
             raw = name[len(ENV_PREFIX):]
             out.append((by_lower.get(raw.lower(), raw), value, f"environment {name}"))
-    return out
+    return aliases + out
 
 
 def build(entries: list[tuple[str, object, str]]) -> ServerConfig:

@@ -25,6 +25,8 @@ being written.  Messages still in a consume queue die with their segment, but ne
 queue that loses units is named in a warning with the range of logical offsets that went, and its
 minimum offset moves past them, so consumers see OFFSET_TOO_SMALL instead of reading holes.
 Consume-queue and index files that only point below the new start of the log are deleted after it.
+Crossing ``diskMaxUsedSpaceRatio`` is logged as a warning once (and going back under it at INFO), not
+every round.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class Cleaner:
         self.full: str | None = None        # why writes are refused, while the disk is past the warning level
         self._stuck_warned = False
         self._last_free = -1
+        self._disk_was_full = False
 
     def start(self) -> None:
         self.check_space()                  # a store opened on a full disk refuses writes from the start
@@ -127,6 +130,12 @@ class Cleaner:
         self._manual.clear()
         ratio = self.check_space()
         pressed = ratio > self._max_ratio
+        if pressed != self._disk_was_full:
+            self._disk_was_full = pressed
+            log.log(logging.WARNING if pressed else logging.INFO,
+                    "disk of %s is %.1f %% used, %s diskMaxUsedSpaceRatio %d %%%s", self._store.paths.root, ratio,
+                    "over" if pressed else "back under", self._max_ratio,
+                    ": cleaning now what retention allows and every consumer group has read" if pressed else "")
         hour_ok = time.localtime(self._clock()).tm_hour in self._hours
         if not (force or manual or pressed or hour_ok):
             self._stuck_warned = False
