@@ -148,3 +148,11 @@ def record_columns(buf, positions) -> dict:
 def encode_send_batch(msgs: list) -> bytes:
     """A SEND_BATCH_MESSAGE body of ``Message`` objects (the client side of :meth:`RecordBatch.from_wire`),
     properties built as ``Message.properties_string`` builds them; ValueError names a bad message."""
+
+def encode_sink_rows(rows: int, body: tuple, tags: tuple | None, keys: tuple | None, props: tuple | None, *,
+                     uniq_prefix: bytes, first_counter: int, max_body_bytes: int) -> tuple[bytes, bytes, bytes]:
+    """SEND_BATCH entries of *rows* Arrow rows (the Spark sink): columns as ``(validity or None, int32 offsets,
+    data, array offset, length)``, the properties map as ``(int32 offsets, map offset, keys column, values
+    column)``; each entry's properties are UNIQ_KEY (hex of *uniq_prefix* and the 48-bit counter
+    ``first_counter + row``), TAGS, KEYS, then the map (null values left out).  Returns ``(entries, int64 entry
+    offsets, int64 body lengths)``; ValueError names the row that cannot be a message."""
