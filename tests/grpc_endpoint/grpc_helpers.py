@@ -22,9 +22,11 @@ FAST = EndpointSettings(min_invisible_ms=1000, default_invisible_ms=5000, defaul
 
 
 class ServerThread:
-    def __init__(self, tmp_path, *, endpoint_settings: EndpointSettings = FAST, **broker_settings):
+    def __init__(self, tmp_path, *, endpoint_settings: EndpointSettings = FAST, store_settings: dict | None = None,
+                 **broker_settings):
         self.tmp_path = tmp_path
         self._endpoint_settings = endpoint_settings
+        self._store_settings = store_settings or {}
         self._broker_settings = broker_settings
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="grpc-test-broker", daemon=True)
@@ -51,7 +53,8 @@ class ServerThread:
             settings = {"port": 0, "transaction_check_interval_s": 0.3, "transaction_timeout_s": 0.3,
                         "timer_bucket_ms": 1000}
             settings.update(self._broker_settings)
-            self.broker = await Broker(BrokerSettings(**settings), store_config(self.tmp_path)).start()
+            self.broker = await Broker(BrokerSettings(**settings),
+                                       store_config(self.tmp_path, **self._store_settings)).start()
             self.endpoint = await GrpcEndpoint(self.broker, host="127.0.0.1", port=0,
                                                settings=self._endpoint_settings).start()
         self.run(up())
@@ -146,3 +149,11 @@ def remoting_call(server: ServerThread, build, timeout_s: float = 10.0):
         finally:
             await client.close()
     return server.run(go())
+
+
+def shutdown_within(client, timeout_s: float = 15.0) -> None:
+    """``client.shutdown()`` on a daemon thread: a client stuck in its consume loop (what a failing
+    test may have caused) must not hang the test run; the test has failed already then."""
+    t = threading.Thread(target=client.shutdown, name="client-shutdown", daemon=True)
+    t.start()
+    t.join(timeout_s)

@@ -13,8 +13,8 @@ HOUR_MS = 3_600_000
 
 @dataclass(frozen=True)
 class EndpointSettings:
-    min_invisible_ms: int = 10_000               # minInvisibleTimeMillsForRecv
-    max_invisible_ms: int = 12 * HOUR_MS         # maxInvisibleTimeMills
+    min_invisible_ms: int = 10_000               # minInvisibleTimeMillsForRecv: ReceiveMessage only
+    max_invisible_ms: int = 12 * HOUR_MS         # maxInvisibleTimeMills: receives and ChangeInvisibleDuration
     default_invisible_ms: int = 60_000           # defaultInvisibleTimeMills (auto-renewing push receives)
     default_long_polling_ms: int = 20_000        # grpcClientConsumerLongPollingTimeoutMillis
     max_long_polling_ms: int = 30_000
@@ -30,8 +30,9 @@ class EndpointSettings:
         if not 0 < self.min_invisible_ms <= self.max_invisible_ms:
             raise ValueError(f"invisible time bounds {self.min_invisible_ms}..{self.max_invisible_ms} ms are not "
                              "0 < min <= max")
-        if not self.min_invisible_ms <= self.default_invisible_ms <= self.max_invisible_ms:
+        # like the proxy's defaultInvisibleTimeMills, the auto-renew time is not held to the receive minimum
+        if not 0 < self.default_invisible_ms <= self.max_invisible_ms:
             raise ValueError(f"default invisible time {self.default_invisible_ms} ms is outside "
-                             f"{self.min_invisible_ms}..{self.max_invisible_ms}")
+                             f"1..{self.max_invisible_ms}")
         if self.max_receive_batch < 1 or self.outbox_capacity < 1 or self.max_delay_ms < 1:
             raise ValueError("max_receive_batch, outbox_capacity and max_delay_ms must be positive")
