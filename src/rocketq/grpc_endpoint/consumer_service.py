@@ -80,9 +80,13 @@ class ConsumerService:
                     messages = await self._popper.pop(group, topic, queue_ids, batch=batch, invisible_ms=invisible,
                                                       tags=tags, namespace=req.group.resource_namespace,
                                                       renew_for=renew_for)
+                    more = self._popper.cut_short       # a backlog not yet read through (other tags)
                 left = give_up - loop.time()
                 if messages or left <= 0:
                     break
+                if more:
+                    await asyncio.sleep(0)              # let acks and other receives have the lock, then read on
+                    continue
                 await asyncio.wait({fut}, timeout=min(left, self._next_expiry_s()))
             except V2Error as exc:
                 yield spb.ReceiveMessageResponse(status=exc.to_status())

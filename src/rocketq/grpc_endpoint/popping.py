@@ -18,6 +18,11 @@ Messages of an auto-renew receive (push consumers) are renewed in place before t
 visible, while their client keeps its Telemetry stream and within the group's
 ``consumeTimeoutMinute`` (RocketMQ proxy's ``ReceiptHandleProcessor``); a nack stops that.
 
+A tag filter is applied by the store at the consume-queue level; a pop round reads each queue on
+past other tags until the batch is full, within a budget of consume-queue units per round
+(:data:`MAX_SCAN_UNITS_PER_ROUND`); a receive whose round ran out of budget starts another one at
+once (others take the lock in between) until its long-polling time is over.
+
 The group's consumer offset in ``consumerOffset.json`` follows the lowest offset in flight, so
 remoting tools see the group's progress and lag.  All state changes run on the event loop under
 one lock; the pop log makes them durable.
@@ -30,6 +35,7 @@ import logging
 import random
 
 from rocketq.broker.topic_config import TopicConfigError
+from rocketq.common.javahash import tag_hash
 from rocketq.common.sysflag import PROPERTY_UNIQ_KEY
 from rocketq.grpc_endpoint.convert import PROPERTY_RETRY_TOPIC, stored_to_v2
 from rocketq.grpc_endpoint.pop_state import Handle, InFlight, PopState, QueueKey
@@ -43,6 +49,13 @@ PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 MAX_WAITERS_PER_TOPIC = 10_000
 REVIVE_RETRY_MS = 1_000
+# Reading a backlog for a receive (RocketMQ's pop reads up to maxFilterMessageSize, 16,000 bytes =
+# 800 consume-queue units, per queue and pop, and the broker's long polling pops again):
+MAX_SCAN_UNITS_PER_ROUND = 50_000   # units one pop round passes over (all queues), holding the lock; then the
+#                                     receive lets others in and scans on in a new round, up to its polling time
+FILTER_READ_MAX_UNITS = 4_096      # units one store read looks at under a tag filter (~80 KB of consume queue)
+FILTER_READ_GROWTH = 4             # each read under a filter looks at this many times more units than the last
+_READ_ON = (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)   # what is read past
 
 
 def pop_retry_topic(group: str, topic: str) -> str:
@@ -61,6 +74,8 @@ class Popper:
         self.lock = asyncio.Lock()
         self._rotation = 0
         self._renew_for: str | None = None
+        self._scan_left = MAX_SCAN_UNITS_PER_ROUND
+        self.cut_short = False               # the last pop round stopped at its scan budget, not at the queues' ends
         self._loop = asyncio.get_running_loop()
         self._waiters: dict[str, set[asyncio.Future]] = {}
         # auto-renew receives (push consumers): (queue, offset) -> (client id, first handed out, ms)
@@ -118,6 +133,7 @@ class Popper:
         sources += [(QueueKey(group, topic, queue_ids[(self._rotation + i) % n]), False) for i in range(n)]
         fifo = self.is_fifo(group)
         self._renew_for = renew_for          # read by _v2; pops never overlap (the caller holds the lock)
+        self._scan_left, self.cut_short = MAX_SCAN_UNITS_PER_ROUND, False
         try:
             for key, is_retry in sources:
                 if len(out) >= batch:
@@ -156,19 +172,45 @@ class Popper:
                     out.append(self._v2(key, is_retry, topic, m, e2, invisible_ms, namespace))
             if q.inflight:
                 return out
-        res = self._broker.store.get_messages(key.topic, key.queue_id, q.next_offset, want)
-        if res.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
-            q.next_offset = res.next_begin_offset         # the queue was cut or reset under us
-            return out
-        with self.state.batched():                      # one write to the pop log for the batch
+        with self.state.batched():                      # one write to the pop log for the round
+            out += self._scan(key, q, is_retry, topic, want - len(out), invisible_ms, tags, namespace)
+        self._commit(key)
+        return out
+
+    def _scan(self, key: QueueKey, q, is_retry: bool, topic: str, want: int, invisible_ms: int,
+              tags: set[str] | None, namespace: str) -> list[pb.Message]:
+        """Read *key*'s queue on from its pop offset until *want* messages matched, the queue ends,
+        or the round's scan budget is spent (then :attr:`cut_short` is set).  Under a tag filter
+        the store skips other tags at the consume-queue level; each read looks at more units
+        than the last (dense matches stay cheap, a backlog of other tags is crossed in few
+        reads).  The pop offset advances past everything looked at, taken or filtered out."""
+        codes = {tag_hash(t) for t in tags} if tags is not None else None
+        out: list[pb.Message] = []
+        count = want
+        while len(out) < want:
+            if self._scan_left <= 0:
+                self.cut_short = True
+                break
+            count = min(count, self._scan_left)
+            start = q.next_offset
+            res = self._broker.store.get_messages(key.topic, key.queue_id, start, count, tag_codes=codes)
+            if res.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+                q.next_offset = res.next_begin_offset         # the queue was cut or reset under us
+                break
+            if res.status not in _READ_ON or res.next_begin_offset <= start:
+                break                                         # the end of the queue (or nothing there yet)
+            self._scan_left -= res.next_begin_offset - start
+            next_offset = res.next_begin_offset
             for m in res.messages:
                 if tags is not None and m.tags not in tags:
-                    continue
+                    continue                                  # a tags-code collision
+                if len(out) == want:
+                    next_offset = m.queue_offset              # the rest of this read waits for the next pop
+                    break
                 e = self.state.pop(key, m.queue_offset, invisible_ms=invisible_ms, attempt=m.reconsume_times + 1)
                 out.append(self._v2(key, is_retry, topic, m, e, invisible_ms, namespace))
-            if res.messages or res.status == GetStatus.NO_MATCHED_MESSAGE:
-                self.state.advance(key, res.next_begin_offset)
-        self._commit(key)
+            self.state.advance(key, next_offset)
+            count = min(count * FILTER_READ_GROWTH, FILTER_READ_MAX_UNITS) if codes is not None else want - len(out)
         return out
 
     def _v2(self, key, is_retry, topic, m, e: InFlight, invisible_ms, namespace) -> pb.Message:
