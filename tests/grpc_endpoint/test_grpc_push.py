@@ -1,8 +1,14 @@
-"""The official Python 5.x PushConsumer against rocketq with failing listeners (issue 21)."""
+"""The official Python 5.x PushConsumer against rocketq: failing listeners (issue 21), consumers that
+are killed (issue 24)."""
 
 import random
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections import defaultdict
+from pathlib import Path
 
 from grpc_helpers import ServerThread, client_config, message, shutdown_within, wait_until
 
@@ -69,3 +75,73 @@ def drained(server, group: str) -> bool:
         return bool(keys) and all(not q.inflight and q.next_offset >= store.max_offset(k.topic, k.queue_id)
                                   for k, q in keys)
     return server.call(check)
+
+
+class Worker:
+    """push_worker.py in a subprocess; its output lines collected on a thread."""
+
+    def __init__(self, server, group: str, topic: str, mode: str):
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("push_worker.py")),
+                                      server.access_point, group, topic, mode],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.strip())
+
+    def got(self) -> list[str]:
+        return [line.split()[1] for line in list(self.lines) if line.startswith("got ")]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+
+def test_messages_of_a_killed_push_consumer_reach_the_other_within_seconds(tmp_path):
+    """RocketMQ's proxy gives a gone client's messages back after invisibleTimeMillisWhenClear
+    (1 s), not after the rest of their invisible time (here 40 s, the test's limit is 10 s)."""
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, Producer, PushConsumer
+    server = ServerThread(tmp_path, endpoint_settings=EndpointSettings(default_invisible_ms=40_000,
+                                                                       default_long_polling_ms=3000)).start()
+    victim = None
+    try:
+        server.create_topic("Jobs")
+        victim = Worker(server, "GJobs", "Jobs", "hold")
+        wait_until(lambda: "ready" in victim.lines, timeout_s=30, what="the victim consumer")
+        p = Producer(client_config(server), ("Jobs",))
+        p.startup()
+        try:
+            bodies = {f"job-{i}" for i in range(8)}
+            for b in sorted(bodies):
+                p.send(message("Jobs", b.encode()))
+        finally:
+            p.shutdown()
+        wait_until(lambda: set(victim.got()) == bodies, what="the victim holding every message")
+        seen: list[tuple[str, int]] = []
+
+        class Survivor(MessageListener):
+            def consume(self, msg):
+                seen.append((msg.body.decode(), msg.delivery_attempt))
+                return ConsumeResult.SUCCESS
+
+        survivor = PushConsumer(client_config(server), "GJobs", Survivor(), {"Jobs": FilterExpression("*")})
+        survivor.startup()
+        try:
+            victim.kill()
+            killed = time.monotonic()
+            wait_until(lambda: {b for b, _ in seen} == bodies, timeout_s=10,
+                       what="the killed consumer's messages at the other consumer")
+            print(f"at the survivor {time.monotonic() - killed:.1f} s after the kill")
+            wait_until(lambda: drained(server, "GJobs"), what="every message acked")
+        finally:
+            shutdown_within(survivor)
+        assert sorted(seen) == sorted((b, 2) for b in bodies)      # each once more, as its second attempt
+    finally:
+        if victim is not None:
+            victim.kill()
+        server.shutdown()

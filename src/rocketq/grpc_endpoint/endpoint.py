@@ -151,8 +151,9 @@ class GrpcEndpoint:
             await asyncio.sleep(sleep)
             try:
                 async with self.popper.lock:
-                    self.popper.renew_due(self.sessions.connected, invisible_ms=self.settings.default_invisible_ms,
-                                          ahead_ms=self.settings.default_invisible_ms // 2)
+                    self.popper.renew_due(self.sessions.alive, invisible_ms=self.settings.default_invisible_ms,
+                                          ahead_ms=self.settings.default_invisible_ms // 2,
+                                          clear_ms=self.settings.clear_invisible_ms)
                     await self.popper.revive_due()
                     if self.pop_log.wants_compaction:
                         self.pop_state.compact()
@@ -170,6 +171,9 @@ class GrpcEndpoint:
 
     async def query_route(self, req, context):
         tc = topic_config(self.broker, req.topic.name, create=True)
+        client_id = metadata(context).get("x-mq-client-id")
+        if client_id:
+            self.sessions.route_queried(client_id, tc.topic_name)
         return spb.QueryRouteResponse(status=status(),
                                       message_queues=message_queues(self.broker, tc, req.topic, self.endpoints()))
 
@@ -180,11 +184,8 @@ class GrpcEndpoint:
             self.broker, tc, req.topic, self.endpoints(), fifo=self.popper.is_fifo(group)))
 
     async def heartbeat(self, req, context):
-        session = self.sessions.touch(client_id_of(context))
-        if req.client_type:
-            session.client_type = req.client_type
-        if req.HasField("group") and req.group.name:
-            session.group = self.consumers.group(req.group.name)
+        group = self.consumers.group(req.group.name) if req.HasField("group") and req.group.name else ""
+        self.sessions.heartbeat(client_id_of(context), req.client_type, group)
         return spb.HeartbeatResponse(status=status())
 
     async def notify_termination(self, req, context):

@@ -15,8 +15,10 @@ acked or its invisible time is over.  Then:
   from its place with the next attempt number, or dead-lettered at the max.
 
 Messages of an auto-renew receive (push consumers) are renewed in place before they would become
-visible, while their client keeps its Telemetry stream and within the group's
-``consumeTimeoutMinute`` (RocketMQ proxy's ``ReceiptHandleProcessor``); a nack stops that.
+visible, while their client is alive (see :meth:`Sessions.alive`) and within the group's
+``consumeTimeoutMinute`` (RocketMQ proxy's ``DefaultReceiptHandleManager``); a nack stops that.
+Once the client is gone they come back within ``clear_invisible_ms`` (the proxy's
+``invisibleTimeMillisWhenClear``, 1 s) instead of after the rest of their invisible time.
 
 A tag filter is applied by the store at the consume-queue level; a pop round reads each queue on
 past other tags until the batch is full, within a budget of consume-queue units per round
@@ -78,9 +80,8 @@ class Popper:
         self.cut_short = False               # the last pop round stopped at its scan budget, not at the queues' ends
         self._loop = asyncio.get_running_loop()
         self._waiters: dict[str, set[asyncio.Future]] = {}
-        # auto-renew receives (push consumers): (queue, offset) -> (client id, first handed out, ms)
-        self.renewing: dict[tuple[QueueKey, int], tuple[str, int]] = {}
-        self.renewals = 0
+        self.renewals = 0                    # auto-renew messages renewed (for tests and stats)
+        self.cleared = 0                     # ... given back early because their client was gone
 
     # -- waking long polls --------------------------------------------------------------------
 
@@ -215,7 +216,7 @@ class Popper:
 
     def _v2(self, key, is_retry, topic, m, e: InFlight, invisible_ms, namespace) -> pb.Message:
         if self._renew_for:
-            self.renewing[(key, e.offset)] = (self._renew_for, self._clock_ms())
+            self.state.own(key, e, self._renew_for, self._clock_ms())
         handle = Handle(is_retry, key.queue_id, e.offset, e.version, e.deadline_ms).encode()
         return stored_to_v2(m, topic=topic, namespace=namespace, receipt_handle=handle, invisible_ms=invisible_ms,
                             attempt=e.attempt)
@@ -243,24 +244,37 @@ class Popper:
         return key, e
 
     def change(self, key: QueueKey, e: InFlight, invisible_ms: int) -> InFlight:
-        """The client set the invisible time itself (a push consumer's nack): stop renewing it."""
-        self.renewing.pop((key, e.offset), None)
+        """The client set the invisible time itself (a push consumer's nack): that ends its renewal."""
         return self.state.change(key, e, invisible_ms)
 
-    def renew_due(self, alive, *, invisible_ms: int, ahead_ms: int) -> int:
-        """Renew auto-renew messages about to become visible while their client is connected and
-        within the group's consume timeout; returns how many were renewed."""
+    def renew_due(self, alive, *, invisible_ms: int, ahead_ms: int, clear_ms: int) -> int:
+        """Renew auto-renew messages about to become visible while their client is *alive* and
+        within the group's consume timeout; a message whose client is gone comes back within
+        *clear_ms* (RocketMQ proxy's ``clearGroup`` with ``invisibleTimeMillisWhenClear``).
+        Returns how many were renewed."""
         now = self._clock_ms()
         renewed = 0
-        for (key, offset), (client_id, since) in list(self.renewing.items()):
+        verdicts: dict[str, bool] = {}
+        for (key, offset), r in list(self.state.renewing.items()):
             q = self.state.queues.get(key)
             e = q.inflight.get(offset) if q else None
-            if e is not None and e.deadline_ms - now > ahead_ms:
+            if e is None or e.version != r.version or e.deadline_ms <= now:
+                self.state.disown(key, offset)
+                continue
+            live = verdicts.get(r.client_id)
+            if live is None:
+                live = verdicts[r.client_id] = alive(r.client_id)
+            if not live:
+                if e.deadline_ms > now + clear_ms:
+                    self.state.renew(key, e, clear_ms)       # in place: a late ack of the handle still works
+                self.state.disown(key, offset)
+                self.cleared += 1
+                continue
+            if e.deadline_ms - now > ahead_ms:
                 continue
             cfg = self._broker.groups.get(key.group)
-            limit_ms = (cfg.consume_timeout_minute if cfg else 15) * 60_000
-            if e is None or e.deadline_ms <= now or not alive(client_id) or now - since > limit_ms:
-                del self.renewing[(key, offset)]
+            if now - r.since_ms > (cfg.consume_timeout_minute if cfg else 15) * 60_000:
+                self.state.disown(key, offset)               # consumed too long: let it come back
                 continue
             self.state.renew(key, e, invisible_ms)
             renewed += 1
@@ -268,7 +282,6 @@ class Popper:
         return renewed
 
     def finish(self, key: QueueKey, e: InFlight) -> None:
-        self.renewing.pop((key, e.offset), None)
         self.state.ack(key, e)
         self._commit(key)
         if self.is_fifo(key.group):

@@ -21,8 +21,10 @@ class EndpointSettings:
     max_receive_batch: int = 32
     receive_batch_default: int = 32              # what settings tell push consumers
     max_delay_ms: int = 40 * 24 * HOUR_MS        # maxDelayTimeMills: a DELAY message at most this far ahead
-    settings_timeout_s: float = 30.0             # a Telemetry stream that sends no settings this long is closed
-    session_expire_s: float = 120.0              # a client with no stream and no heartbeat this long is forgotten
+    clear_invisible_ms: int = 1_000              # invisibleTimeMillisWhenClear: a gone client's auto-renew messages
+    #                                              come back this soon
+    client_silent_s: float = 30.0                # a client with no Telemetry stream and no call this long is gone
+    session_expire_s: float = 120.0              # ... and this long: forgotten
     outbox_capacity: int = 256                   # commands queued for one client's Telemetry stream
     max_messages_per_send: int = 64
 
@@ -34,5 +36,8 @@ class EndpointSettings:
         if not 0 < self.default_invisible_ms <= self.max_invisible_ms:
             raise ValueError(f"default invisible time {self.default_invisible_ms} ms is outside "
                              f"1..{self.max_invisible_ms}")
+        if self.clear_invisible_ms < 0 or not 0 < self.client_silent_s <= self.session_expire_s:
+            raise ValueError(f"clear_invisible_ms {self.clear_invisible_ms} must not be negative and client_silent_s "
+                             f"{self.client_silent_s} must be in (0, session_expire_s {self.session_expire_s}]")
         if self.max_receive_batch < 1 or self.outbox_capacity < 1 or self.max_delay_ms < 1:
             raise ValueError("max_receive_batch, outbox_capacity and max_delay_ms must be positive")
