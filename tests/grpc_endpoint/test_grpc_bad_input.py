@@ -117,6 +117,30 @@ def test_official_client_receive_with_invisible_time_out_of_range(server):
         c.shutdown()
 
 
+def test_requests_over_the_body_limit_are_answered_in_the_protocol(tmp_path):
+    """RocketMQ's proxy reads requests up to 130 MiB and answers an oversized body with
+    MESSAGE_BODY_TOO_LARGE; only beyond its inbound limit does the transport refuse."""
+    import dataclasses
+    import gzip
+    s = ServerThread(tmp_path, endpoint_settings=dataclasses.replace(FAST, max_inbound_message_bytes=12 << 20)).start()
+    try:
+        s.create_topic("Big")
+        with grpc.insecure_channel(s.access_point) as ch:
+            st = spb_grpc.MessagingServiceStub(ch)
+            assert _send(st, _msg("Big", b"z" * (6 << 20))) == Code.MESSAGE_BODY_TOO_LARGE        # 6 MiB > 4 MiB
+            bomb = gzip.compress(b"\0" * (64 << 20))                                           # 64 KiB -> 64 MiB
+            started = time.monotonic()
+            assert _send(st, _msg("Big", bomb, body_encoding=pb.Encoding.GZIP)) == Code.MESSAGE_BODY_TOO_LARGE
+            assert time.monotonic() - started < 2                                # not inflated to the end
+            assert _send(st, _msg("Big", gzip.compress(b"k" * (512 << 10)), body_encoding=pb.Encoding.GZIP)) == Code.OK
+            with pytest.raises(grpc.RpcError) as refused:                        # the transport's bound
+                _send(st, _msg("Big", b"z" * (13 << 20)))
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert _send(st, _msg("Big", b"fine")) == Code.OK
+    finally:
+        s.shutdown()
+
+
 def test_client_vanishing_mid_receive_loses_nothing(server, stub):
     server.create_topic("Vanish", 1)
     assert _send(stub, _msg("Vanish", b"keep-me")) == Code.OK

@@ -140,8 +140,9 @@ class ConsumerService:
         async with self._popper.lock:
             for entry in req.entries:
                 try:
-                    key, e = self._popper.in_flight(group, req.topic.name, entry.receipt_handle)
-                    self._popper.finish(key, e)
+                    found = self._popper.in_flight(group, req.topic.name, entry.receipt_handle, repeat_ok=True)
+                    if found is not None:
+                        self._popper.finish(*found)
                     st = status()
                 except V2Error as exc:
                     st = exc.to_status()

@@ -98,7 +98,8 @@ class GrpcEndpoint:
 
     async def _start(self) -> None:
         store = self.broker.store
-        limit = store.config.max_message_size + GRPC_MESSAGE_SLACK_BYTES
+        # RocketMQ's proxy reads requests up to 130 MiB, so a body over the limit gets MESSAGE_BODY_TOO_LARGE
+        limit = max(self.settings.max_inbound_message_bytes, store.config.max_message_size + GRPC_MESSAGE_SLACK_BYTES)
         # no SO_REUSEPORT: a second server on a taken port must fail, not share its connections
         self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
                                                 ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)])

@@ -232,16 +232,27 @@ class Popper:
     def key_of(self, group: str, topic: str, handle: Handle) -> QueueKey:
         return QueueKey(group, pop_retry_topic(group, topic) if handle.retry else topic, handle.queue_id)
 
-    def in_flight(self, group: str, topic: str, receipt_handle: str) -> tuple[QueueKey, InFlight]:
+    def in_flight(self, group: str, topic: str, receipt_handle: str, *,
+                  repeat_ok: bool = False) -> tuple[QueueKey, InFlight] | None:
+        """The message in flight *receipt_handle* names.  With *repeat_ok* (an ack), a handle that
+        names none any more but has not expired yet gives None: acked already, or replaced by
+        ChangeInvisibleDuration - RocketMQ's broker takes such an ack as done (it only writes
+        another ack record), and its proxy refuses only an expired handle."""
         handle = Handle.parse(receipt_handle)
         if handle is None:
             raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle[:80]!r} is malformed")
         key = self.key_of(group, topic, handle)
         e = self.state.find(key, handle)
-        if e is None:
+        if e is not None:
+            return key, e
+        if handle.deadline_ms <= self._clock_ms():
             raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle!r} of group {group!r} topic "
-                                                       f"{topic!r} is expired, already acked, or was replaced")
-        return key, e
+                                                       f"{topic!r} has expired")
+        if repeat_ok:
+            return None
+        raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle!r} of group {group!r} topic "
+                                                   f"{topic!r} names no message in flight (acked, or replaced by "
+                                                   "ChangeInvisibleDuration)")
 
     def change(self, key: QueueKey, e: InFlight, invisible_ms: int) -> InFlight:
         """The client set the invisible time itself (a push consumer's nack): that ends its renewal."""

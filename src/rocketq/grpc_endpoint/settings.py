@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 HOUR_MS = 3_600_000
+MIB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class EndpointSettings:
     session_expire_s: float = 120.0              # ... and this long: forgotten
     outbox_capacity: int = 256                   # commands queued for one client's Telemetry stream
     max_messages_per_send: int = 64
+    # grpcMaxInboundMessageSize: a request up to this size is read and answered in the protocol (an oversized
+    # body with MESSAGE_BODY_TOO_LARGE); a larger one fails at the transport (RESOURCE_EXHAUSTED)
+    max_inbound_message_bytes: int = 130 * MIB
 
     def __post_init__(self) -> None:
         if not 0 < self.min_invisible_ms <= self.max_invisible_ms:
@@ -39,5 +43,7 @@ class EndpointSettings:
         if self.clear_invisible_ms < 0 or not 0 < self.client_silent_s <= self.session_expire_s:
             raise ValueError(f"clear_invisible_ms {self.clear_invisible_ms} must not be negative and client_silent_s "
                              f"{self.client_silent_s} must be in (0, session_expire_s {self.session_expire_s}]")
+        if self.max_inbound_message_bytes < MIB:
+            raise ValueError(f"max_inbound_message_bytes {self.max_inbound_message_bytes} is under 1 MiB")
         if self.max_receive_batch < 1 or self.outbox_capacity < 1 or self.max_delay_ms < 1:
             raise ValueError("max_receive_batch, outbox_capacity and max_delay_ms must be positive")
