@@ -101,8 +101,11 @@ class GrpcEndpoint:
         # RocketMQ's proxy reads requests up to 130 MiB, so a body over the limit gets MESSAGE_BODY_TOO_LARGE
         limit = max(self.settings.max_inbound_message_bytes, store.config.max_message_size + GRPC_MESSAGE_SLACK_BYTES)
         # no SO_REUSEPORT: a second server on a taken port must fail, not share its connections
+        pending = self.settings.max_pending_calls
         self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
-                                                ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)])
+                                                ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0),
+                                                ("grpc.server.max_pending_requests", pending),
+                                                ("grpc.server.max_pending_requests_hard_limit", pending)])
         tls = getattr(self.broker, "server_tls", None)          # the remoting port's, when tlsMode is on
         addr = f"{self.host}:{self._requested_port}"
         self.port = (self._server.add_insecure_port(addr) if tls is None      # fails first
