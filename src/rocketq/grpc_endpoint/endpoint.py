@@ -292,6 +292,7 @@ class _Servicer(spb_grpc.MessagingServiceServicer):
 
     @_stream_guard(spb.ReceiveMessageResponse)
     async def ReceiveMessage(self, req, context):
+        self._e.sessions.heard_from(metadata(context).get("x-mq-client-id"))    # alive: its messages stay renewed
         async for resp in self._e.consumers.receive(req, context):
             yield resp
 

@@ -89,6 +89,11 @@ class Sessions:
         s.gone = False
         return s
 
+    def heard_from(self, client_id: str | None) -> None:
+        """A call that needs no session (a receive): the client counts as alive if it has one."""
+        if client_id and (client_id in self.clients or len(self.clients) < MAX_SESSIONS):
+            self.touch(client_id)
+
     def alive(self, client_id: str) -> bool:
         """Whether the server goes on renewing this client's messages (see the module docstring).
         A client not heard from since this endpoint started is given ``client_silent_s`` to show
