@@ -278,3 +278,29 @@ def test_a_port_in_use_fails_start_and_leaves_nothing_running(server):
             await GrpcEndpoint(server.broker, host="127.0.0.1", port=server.endpoint.port).start()
     server.run(clash())
     assert server.call(lambda: len(server.broker.store.arrival_listeners)) == listeners
+
+
+def test_a_bare_client_that_keeps_receiving_keeps_its_auto_renew_messages(tmp_path):
+    """No heartbeat, no Telemetry stream: its receives are what tells the endpoint it is there."""
+    import dataclasses
+    s = ServerThread(tmp_path, endpoint_settings=dataclasses.replace(
+        FAST, default_invisible_ms=1500, client_silent_s=1.0, session_expire_s=1.0)).start()
+    try:
+        s.create_topic("Bare", 1)
+        with grpc.insecure_channel(s.access_point) as ch:
+            st = spb_grpc.MessagingServiceStub(ch)
+            assert _send(st, _msg("Bare", b"mine")) == Code.OK
+
+            def receive():
+                req = spb.ReceiveMessageRequest(group=pb.Resource(name="GBare"), message_queue=pb.MessageQueue(
+                    topic=pb.Resource(name="Bare")), batch_size=4, auto_renew=True,
+                    long_polling_timeout=ms_duration(300))
+                return [r.message for r in st.ReceiveMessage(req, metadata=MD, timeout=10) if r.HasField("message")]
+            first = wait_until(receive, what="the message")
+            started = time.monotonic()
+            while time.monotonic() - started < 4:         # well past the grace and the silence limit
+                assert receive() == []                     # never handed out again meanwhile
+            assert s.call(lambda: s.endpoint.popper.renewals) >= 2
+            assert first[0].body == b"mine"
+    finally:
+        s.shutdown()
