@@ -17,6 +17,7 @@ import click
 
 from rocketq.namesrv.controller import DEFAULT_MASTER_TIMEOUT_MS
 from rocketq.namesrv.server import DEFAULT_PORT, NameServer
+from rocketq.remoting.limits import raise_open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ async def serve(host: str, port: int, kv_path: Path | None, **controller) -> Non
 
 
 def run_loop(coro) -> None:
+    raise_open_files_limit()                   # a server process: the connection limit is sized from it
     try:
         import uvloop
     except ImportError:

@@ -45,7 +45,7 @@ class Standalone:
         kv_path = cfg.store.store_path / "namesrv" / "kvConfig.json"
         tls = ServerTls(cfg.broker.tls) if cfg.broker.tls.mode != TlsMode.DISABLED else None
         self.namesrv = await NameServer(bind, cfg.namesrv_port, kv_path=kv_path, tls=tls,
-                                        controller=cfg.broker.controller_mode).start()
+                                        controller=cfg.broker.controller_mode, limits=cfg.broker.limits).start()
         try:
             local = f"127.0.0.1:{self.namesrv.port}"
             addrs = ";".join(a for a in (local, cfg.broker.namesrv_addr) if a)
