@@ -45,8 +45,9 @@ log = logging.getLogger("rocketq.remoting")
 
 DEFAULT_IDLE_TIMEOUT_S = 120.0                 # serverChannelMaxIdleTimeSeconds
 DEFAULT_BACKLOG = 1024                         # serverSocketBacklog
-DEFAULT_WRITE_HIGH_WATER_BYTES = 1 << 20       # answers queued past this pause reading the connection
-DEFAULT_WRITE_LOW_WATER_BYTES = 256 << 10      # ... until they drain below this
+DEFAULT_WRITE_HIGH_WATER_BYTES = 64 << 10      # answers queued past this pause reading the connection
+DEFAULT_WRITE_LOW_WATER_BYTES = 16 << 10       # ... until they drain below this (both asyncio's and
+                                               # uvloop's defaults; 64 KiB is Netty's, so RocketMQ's)
 DEFAULT_WRITE_STALL_TIMEOUT_S = 30.0           # no byte taken by the peer for this long: abort
 LISTENERS_PER_PROCESS = 4                      # remoting, NameServer, HA, gRPC in ``rocketq serve``
 RESERVED_DESCRIPTOR_SHARE = 4                  # 1/4 of RLIMIT_NOFILE stays for files, never connections
