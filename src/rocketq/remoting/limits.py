@@ -54,7 +54,7 @@ RESERVED_DESCRIPTOR_SHARE = 4                  # 1/4 of RLIMIT_NOFILE stays for 
 MIN_RESERVED_DESCRIPTORS = 256
 MIN_CONNECTIONS_PER_LISTENER = 16
 FALLBACK_OPEN_FILES = 1024                     # where RLIMIT_NOFILE cannot be read
-REFUSAL_LOG_INTERVAL_S = 10.0
+REFUSAL_LOG_INTERVAL_S = 10.0                  # refusals and stall resets: one log line per port this often
 IDLE_SWEEPS_PER_TIMEOUT = 4                    # an idle connection closes between T and T * 1.25
 
 
@@ -116,6 +116,27 @@ def raise_open_files_limit() -> int:
     return open_files_limit()
 
 
+class IntervalLog:
+    """A warning that a flood would repeat per connection, logged at most once per *interval_s*
+    with the number of occurrences since the last line (the first occurrence is logged at once)."""
+
+    def __init__(self, *, interval_s: float = REFUSAL_LOG_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.count = 0                         # occurrences since start
+        self._interval_s, self._clock = interval_s, clock
+        self._unlogged = 0
+        self._logged_at: float | None = None
+
+    def __call__(self, emit: Callable[[int], object]) -> None:
+        """Count one occurrence; if the interval is over, ``emit(occurrences since the last line)``."""
+        self.count += 1
+        self._unlogged += 1
+        now = self._clock()
+        if self._logged_at is None or now - self._logged_at >= self._interval_s:
+            emit(self._unlogged)
+            self._logged_at, self._unlogged = now, 0
+
+
 class Admission:
     """The connection limit of one listener: says whether one more connection may stay, and logs
     refusals at most once per ``REFUSAL_LOG_INTERVAL_S`` with how many there were."""
@@ -124,20 +145,17 @@ class Admission:
         if limit < 1:
             raise ValueError(f"{what}: connection limit {limit} is below 1")
         self.what, self.limit = what, limit
-        self.refused = 0                       # since start, for tests and stats
-        self._clock = clock
-        self._unlogged = 0
-        self._logged_at: float | None = None
+        self._log = IntervalLog(clock=clock)
+
+    @property
+    def refused(self) -> int:
+        """Connections refused since start."""
+        return self._log.count
 
     def admit(self, open_now: int) -> bool:
         """True if a connection may join the *open_now* already open; else counts a refusal."""
         if open_now < self.limit:
             return True
-        self.refused += 1
-        self._unlogged += 1
-        now = self._clock()
-        if self._logged_at is None or now - self._logged_at >= REFUSAL_LOG_INTERVAL_S:
-            log.warning("%s: %d connection(s) refused since the last report: %d open, the limit is %d "
-                        "(serverMaxConnections)", self.what, self._unlogged, open_now, self.limit)
-            self._logged_at, self._unlogged = now, 0
+        self._log(lambda n: log.warning("%s: %d connection(s) refused since the last report: %d open, the limit is %d "
+                                        "(serverMaxConnections)", self.what, n, open_now, self.limit))
         return False

@@ -62,7 +62,7 @@ from rocketq.remoting.connection import (
     RemotingConnection,
 )
 from rocketq.remoting.errors import RemotingConnectError, RemotingConnectionClosedError, RemotingTimeoutError
-from rocketq.remoting.limits import IDLE_SWEEPS_PER_TIMEOUT, Admission, ConnectionLimits
+from rocketq.remoting.limits import IDLE_SWEEPS_PER_TIMEOUT, Admission, ConnectionLimits, IntervalLog
 from rocketq.remoting.tls import ServerTls, TlsListener, TlsMode
 
 log = logging.getLogger("rocketq.remoting")
@@ -89,6 +89,7 @@ class RemotingServer:
         self.limits = limits
         self.what = what                                   # names the port in logs
         self.admission: Admission | None = None            # made at start(): the limit may come from RLIMIT_NOFILE
+        self.stall_resets = IntervalLog()                   # connections reset for reading nothing
         self._sweeper: asyncio.Task | None = None
         self._tls = tls if tls is not None and tls.mode != TlsMode.DISABLED else None
         self._listener: TlsListener | None = None          # TLS modes: our own accept loop
@@ -210,7 +211,7 @@ class _ServerConnection(RemotingConnection):
         super().__init__(handler, **kwargs)
         self._server = server
         self._stall_timer: asyncio.TimerHandle | None = None
-        self._progress_at_check = (0, 0)
+        self._progress_at_check = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if not self._server.admission.admit(len(self._server.connections)):
@@ -239,11 +240,13 @@ class _ServerConnection(RemotingConnection):
             transport.resume_reading()
         super().resume_writing()
 
-    def _progress(self) -> tuple[int, int]:
-        """(bytes the peer acknowledged, bytes the kernel took from us): either grows while the peer
-        reads.  The first is what counts: the kernel's send queue can hold megabytes, so a slow
-        reader may take bytes for a long time before the transport can hand the kernel more."""
-        return _acked_bytes(self._transport), self.sent_bytes
+    def _progress(self) -> int:
+        """Bytes the peer acknowledged (TCP_INFO): they grow exactly while it reads.  The transport's
+        own count (bytes the kernel took from it) is the fallback where TCP_INFO is missing; it is
+        a poor one - the kernel's send queue can hold megabytes, taking bytes from a peer that reads
+        none and holding back from a slow reader until a third of it is free."""
+        acked = _acked_bytes(self._transport)
+        return self.sent_bytes if acked is None else acked
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._stall_timer is not None:
@@ -261,9 +264,11 @@ class _ServerConnection(RemotingConnection):
             self._progress_at_check = progress
             self._stall_timer = self._loop.call_later(timeout_s, self._check_stall)
             return
-        log.warning("%s: aborting connection from %s: it read none of the %d bytes queued for it in %g s "
-                    "(serverWriteStallTimeoutSeconds)", self._server.what, self.peer,
-                    self._transport.get_write_buffer_size(), timeout_s)
+        queued, what, peer = self._transport.get_write_buffer_size(), self._server.what, self.peer
+        self._server.stall_resets(lambda n: log.warning(
+            "%s: reset %d connection(s) since the last report that read nothing for %g s "
+            "(serverWriteStallTimeoutSeconds); the last, from %s, left %d bytes unread",
+            what, n, timeout_s, peer, queued))
         _reset_on_close(self._transport)
         self.abort()
 
@@ -363,14 +368,14 @@ class RemotingClient:
                                   next_opaque=self._opaques)
 
 
-def _acked_bytes(transport: asyncio.BaseTransport | None) -> int:
-    """Bytes the peer has acknowledged on this TCP connection (Linux TCP_INFO), or 0 where unknown."""
+def _acked_bytes(transport: asyncio.BaseTransport | None) -> int | None:
+    """Bytes the peer has acknowledged on this TCP connection (Linux TCP_INFO), or None where unknown."""
     sock = transport.get_extra_info("socket") if transport is not None else None
     try:
         info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_BYTES)
     except (AttributeError, OSError):
-        return 0
-    return int.from_bytes(info[TCP_INFO_BYTES_ACKED], sys.byteorder) if len(info) >= TCP_INFO_BYTES else 0
+        return None
+    return int.from_bytes(info[TCP_INFO_BYTES_ACKED], sys.byteorder) if len(info) >= TCP_INFO_BYTES else None
 
 
 def _reset_on_close(transport: asyncio.BaseTransport) -> None:
