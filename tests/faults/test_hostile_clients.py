@@ -24,6 +24,7 @@ import pytest
 from hostile_helpers import ServeProcess, is_open, raw_socket, view_requests, wait_until
 
 from rocketq.remoting import FrameDecoder, RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rocketq.remoting.codec import encode
 
 MIB = 1 << 20
 
@@ -78,6 +79,46 @@ def test_clients_that_never_read_cannot_grow_the_broker_and_are_closed_when_stuc
     assert server.log().count("read nothing for") == 1          # one line per 10 s, not one per connection
     for sock in hostile:
         sock.close()
+
+
+def test_suspended_pulls_woken_together_cannot_each_hold_an_answer(tmp_path):
+    server = ServeProcess(tmp_path, {"serverWriteStallTimeoutSeconds": 3})    # time for all 300 to wake
+    try:
+        _woken_pulls(server)
+    finally:
+        server.stop()
+
+
+def _woken_pulls(server: ServeProcess) -> None:
+    assert _invoke(server.broker_port, _send_v2("Wake", b"first")).code == ResponseCode.SUCCESS
+    pulls = 300                                   # each would answer 1 MiB when the big message arrives
+    sock = raw_socket(server.broker_port)
+    frames = []
+    for opaque in range(1, pulls + 1):
+        pull = RemotingCommand.create_request(RequestCode.PULL_MESSAGE, {
+            "consumerGroup": "G", "topic": "Wake", "queueId": 0, "queueOffset": 1, "maxMsgNums": 32,
+            "sysFlag": 0x2, "commitOffset": 0, "suspendTimeoutMillis": 20_000, "subscription": "*", "subVersion": 0})
+        pull.opaque = opaque
+        frames.append(encode(pull))
+    marker = RemotingCommand.create_request(RequestCode.GET_MAX_OFFSET, {"topic": "Wake", "queueId": 0})
+    marker.opaque = pulls + 1
+    sock.sendall(b"".join(frames) + encode(marker))
+    decoder = FrameDecoder()
+    while (first := decoder.next_command()) is None:         # answered after every pull was suspended
+        decoder.receive_data(sock.recv(4096))
+    assert first.opaque == pulls + 1
+    base = server.rss_anon_bytes()
+    assert _invoke(server.broker_port, _send_v2("Wake", b"w" * MIB)).code == ResponseCode.SUCCESS
+    peak = 0
+
+    def reset() -> bool:
+        nonlocal peak
+        peak = max(peak, server.rss_anon_bytes() - base)
+        assert peak < 16 * MIB, f"broker heap grew by {peak / MIB:.0f} MiB: woken pulls each made an answer"
+        return not is_open(sock)
+
+    wait_until(reset, 30, "the connection that reads nothing to be reset")
+    sock.close()
 
 
 def test_a_slow_reader_gets_every_answer(stuck_server):

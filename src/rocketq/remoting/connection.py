@@ -22,7 +22,9 @@ Invariants and limits:
   the connection is aborted.
 * While writing is paused no handler starts: a request waits before its handler, so the answers
   of requests that arrived together cannot pile up past one answer over the high-water mark.
-  (A server connection also stops reading then; see ``rocketq.remoting.transport``.)
+  (A server connection also stops reading then; see ``rocketq.remoting.transport``.)  A handler
+  that waited for something else (a suspended long poll) calls ``until_writable`` before it
+  makes a large answer, so many of them woken at once do not each hold one.
 * ``idle_sweep`` tells a server's idle sweeper whether the connection carried no traffic and had
   nothing in flight (a suspended long poll is in flight) since the last sweeps.
 * Frames written in one loop iteration are queued and sent together by one ``writelines`` at the
@@ -173,6 +175,12 @@ class RemotingConnection(asyncio.Protocol):
         finally:
             self._pending.pop(opaque, None)
 
+    async def until_writable(self) -> None:
+        """Return once the answers queued for the peer are below the high-water mark (at once when
+        they are) or the connection is closing."""
+        while self._write_paused and not self._closing:
+            await self._wait_drained()        # waiters are woken together: look again, the first may refill it
+
     async def send_oneway(self, cmd: RemotingCommand) -> None:
         """Send *cmd* with the ONEWAY flag; the peer will not answer."""
         self._assign_opaque(cmd, oneway=True)
@@ -287,8 +295,8 @@ class RemotingConnection(asyncio.Protocol):
 
     async def _handle(self, cmd: RemotingCommand) -> None:
         try:
-            while self._write_paused:         # the peer is not reading: produce no answer before it does
-                await self._wait_drained()    # (woken together, so look again: the first may refill it)
+            if self._write_paused:            # the peer is not reading: produce no answer before it does
+                await self.until_writable()
                 if self._closing:
                     return
             response = await self._call_handler(cmd)
