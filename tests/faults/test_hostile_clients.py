@@ -23,6 +23,7 @@ import time
 import pytest
 from hostile_helpers import ServeProcess, is_open, raw_socket, view_requests, wait_until
 
+from rocketq.grpc_endpoint.limits import GRPC_MAX_CONCURRENT_STREAMS
 from rocketq.remoting import FrameDecoder, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rocketq.remoting.codec import encode
 
@@ -267,7 +268,7 @@ def test_grpc_port_holds_its_connection_limit_streams_per_connection_and_idle_ti
         socks = [raw_socket(server.grpc_port, rcvbuf=None) for _ in range(limit + 4)]
         wait_until(lambda: _open_count(socks) == limit, 10, f"the gRPC port to hold {limit} connections")
         held = [s for s in socks if is_open(s)]
-        assert _h2_settings(held[0]).get(H2_MAX_CONCURRENT_STREAMS) == 256
+        assert _h2_settings(held[0]).get(H2_MAX_CONCURRENT_STREAMS) == GRPC_MAX_CONCURRENT_STREAMS
         wait_until(lambda: _open_count(socks) == 0, 10, "idle gRPC connections to be closed")
     finally:
         for sock in socks:

@@ -31,7 +31,10 @@ import grpc
 
 log = logging.getLogger(__name__)
 
-GRPC_MAX_CONCURRENT_STREAMS = 256      # per connection: a push consumer's long polls (one per queue) and more
+# per connection.  Clients queue calls past it, but those sent before the server's SETTINGS reach
+# them are refused (REFUSED_STREAM), and the official clients pipeline 256 sends on one channel:
+# leave room above that.  What the streams can hold is bounded per stream (see above).
+GRPC_MAX_CONCURRENT_STREAMS = 1024
 GRPC_MAX_CONCURRENT_RPCS = 20_000      # in all; past it grpc answers RESOURCE_EXHAUSTED at once
 
 
