@@ -286,3 +286,24 @@ def test_pull_offsets_and_recall_need_their_permissions(acl_server, stub):
     assert refused.code == Code.FORBIDDEN and "PUB permission for topic 'Orders'" in refused.message
     assert recall(PRODUCER, "Orders").code == Code.BAD_REQUEST          # allowed; the handle is garbage
     assert recall(signed_md("producer", "wrong"), "Orders").code == Code.UNAUTHORIZED
+
+
+def test_end_transaction_only_resolves_a_half_message_of_the_topic_it_names(acl_server, stub):
+    """PUB is checked on the request's topic, so the transaction id must be a half message of that
+    topic: the producer (PUB on Orders only) may not commit the admin's transaction on Secret."""
+    tx = pb.Message(topic=pb.Resource(name="Secret"), body=b"held", system_properties=pb.SystemProperties(
+        message_id="01AABBCCDDEEFF000000000000000002", message_type=pb.MessageType.TRANSACTION))
+    sent = stub.SendMessage(spb.SendMessageRequest(messages=[tx]), metadata=ADMIN, timeout=5)
+    assert sent.status.code == Code.OK
+    half_id = sent.entries[0].transaction_id
+    end = stub.EndTransaction(spb.EndTransactionRequest(
+        topic=pb.Resource(name="Orders"), transaction_id=half_id, message_id="01AABBCCDDEEFF000000000000000002",
+        resolution=pb.TransactionResolution.COMMIT), metadata=PRODUCER, timeout=5)
+    assert end.status.code == Code.INVALID_TRANSACTION_ID and "'Orders'" in end.status.message
+    assert acl_server.call(lambda: sum(acl_server.broker.store.max_offset("Secret", q) for q in range(8))) == 0
+    end = stub.EndTransaction(spb.EndTransactionRequest(
+        topic=pb.Resource(name="Secret"), transaction_id=half_id, message_id="01AABBCCDDEEFF000000000000000002",
+        resolution=pb.TransactionResolution.COMMIT), metadata=ADMIN, timeout=5)
+    assert end.status.code == Code.OK
+    wait_until(lambda: acl_server.call(lambda: sum(acl_server.broker.store.max_offset("Secret", q)
+                                                   for q in range(8))) == 1, what="the committed message")

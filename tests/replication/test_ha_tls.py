@@ -16,6 +16,7 @@ from cluster import small_store  # noqa: E402
 from waiting import until  # noqa: E402
 
 from rocketq.broker.broker import Broker, BrokerSettings  # noqa: E402
+from rocketq.broker import ha_auth  # noqa: E402
 from rocketq.broker.ha import HAMaster  # noqa: E402
 from rocketq.client import Message, Producer  # noqa: E402
 from rocketq.client.api import MQClientAPI  # noqa: E402
@@ -61,13 +62,30 @@ class _TinyStore:
         return 0
 
 
+def _recv_exactly(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        part = sock.recv(n - len(data))
+        if not part:
+            return b""
+        data += part
+    return data
+
+
 def _hello(port: int, ctx: ssl.SSLContext | None) -> bytes:
-    """An HA slave's first words (its CommitLog end, 0), then what the master answers: the log's
-    first chunk, or b"" when it closes the connection."""
+    """An HA slave's first words (the handshake, no credentials, then its CommitLog end, 0), then what
+    the master answers: the log's first chunk, or b"" when it closes the connection."""
     with socket.create_connection(("127.0.0.1", port), timeout=8) as raw:
         sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1") if ctx is not None else raw
-        sock.sendall(struct.pack(">q", 0))
         try:
+            sock.sendall(ha_auth.hello())
+            challenge = _recv_exactly(sock, 38)
+            if not challenge:
+                return b""
+            sock.sendall(ha_auth.proof(ha_auth.parse_challenge(challenge).nonce, None))
+            if _recv_exactly(sock, 3) != bytes([ha_auth.ACCEPTED, 0, 0]):
+                return b""
+            sock.sendall(struct.pack(">q", 0))
             return sock.recv(16)
         except (ConnectionError, ssl.SSLError):
             return b""
@@ -143,5 +161,36 @@ def test_permissive_ha_port_serves_plain_and_tls_and_reloads_the_certificate(pki
             with pytest.raises(ssl.SSLCertVerificationError):
                 await asyncio.to_thread(_peer_serial, master.port, ca_path)
         finally:
+            await master.close()
+    asyncio.run(main())
+
+
+def test_client_certificates_authenticate_slaves_with_acl_off(pki):
+    """tlsMode enforcing + need.client.auth=require: only a slave showing a certificate from the
+    trusted CA (tls.client.certPath / keyPath) gets the log; a TLS peer without one gets nothing."""
+    ca, tmp_path = pki
+    slave_cert = ca.issue_cert("slave.rocketq.test")
+    slave_cert.cert_chain_pems[0].write_to_path(str(tmp_path / "slave.pem"))
+    slave_cert.private_key_pem.write_to_path(str(tmp_path / "slave.key"))
+    mutual = TlsServerConfig(TlsMode.ENFORCING, str(tmp_path / "server.pem"), str(tmp_path / "server.key"),
+                             trust_cert_path=str(tmp_path / "ca.pem"), need_client_auth="require")
+
+    async def main():
+        master = await Broker(BrokerSettings(broker_name="broker-a", port=0, ha_listen_port=0, tls=mutual),
+                              small_store(tmp_path / "m")).start()
+        ha = f"127.0.0.1:{master.replication.master.port}"
+        slave = await Broker(BrokerSettings(broker_name="broker-a", broker_id=1, port=0, broker_role="SLAVE",
+                                            ha_master_address=ha, tls_enable=True,
+                                            tls_trust_cert_path=str(tmp_path / "ca.pem"),
+                                            tls_client_cert_path=str(tmp_path / "slave.pem"),
+                                            tls_client_key_path=str(tmp_path / "slave.key")),
+                             small_store(tmp_path / "s")).start()
+        try:
+            await until(lambda: master.replication.master.slaves, 20, "the slave with a certificate")
+            anonymous = await asyncio.to_thread(_hello, master.replication.master.port,
+                                                client_context(str(tmp_path / "ca.pem")))
+            assert anonymous == b""
+        finally:
+            await slave.close()
             await master.close()
     asyncio.run(main())

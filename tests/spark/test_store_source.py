@@ -151,15 +151,3 @@ def test_store_source_reads_a_live_servers_store(spark, server):
     rows = spark.read.format("rocketq-store").option("topics", "SparkStoreLive").load(str(server.store)).collect()
     assert len(rows) == 300 and {r.queue_id for r in rows} <= {0, 1, 2, 3}
     assert pa.array([r.body for r in rows]).null_count == 0
-
-
-def test_properties_split_well_formed_rows_fast_and_odd_rows_the_general_way():
-    from rocketq.spark.decode import Properties
-
-    def maps(rows):
-        return [dict(m) for m in Properties(pa.array(rows, pa.string())).map.to_pylist()]
-    well = ["a\x011\x02b\x012\x02", "", "UNIQ_KEY\x01X\x02", "k\x01\x02"]
-    assert maps(well) == [{"a": "1", "b": "2"}, {}, {"UNIQ_KEY": "X"}, {"k": ""}]
-    odd = ["a\x011\x02", "x\x01y", "noval\x02k\x01v\x02", ""]
-    assert maps(odd) == [{"a": "1"}, {"x": "y"}, {"k": "v"}, {}]
-    assert Properties(pa.array(odd, pa.string())).get("k").to_pylist() == [None, None, "v", None]

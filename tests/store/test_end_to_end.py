@@ -85,10 +85,9 @@ def test_query_by_key_and_unique_key_across_index_files(tmp_path):
 
 def test_index_file_golden_bytes(tmp_path):
     from rocketq.store.index_file import IndexFile
-    import numpy as np
     f = IndexFile(tmp_path / "20260101000000000", 7, 10, create=True)
     # Java "T#k1".hashCode() = 2539445 -> slot 2539445 % 7 = 6 (and 2539452 % 7 = 6: a chain)
-    f.put(np.array([2539445, 2539445 + 7]), np.array([100, 200]), np.array([5_000, 7_500]))
+    f.put([(2539445, 100, 5_000), (2539445 + 7, 200, 7_500)])
     f.close()
     raw = (tmp_path / "20260101000000000").read_bytes()
     assert raw[:40] == (5000).to_bytes(8, "big") + (7500).to_bytes(8, "big") + (100).to_bytes(8, "big") \

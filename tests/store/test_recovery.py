@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rocketq.common.msgid import HostAddress
-from rocketq.store.scan import unwritten_tails
+from rocketq.store.scan import scan_segment
 from store_helpers import (
     FakeClock,
     new_seed,
@@ -519,7 +519,7 @@ def test_all_flush_modes_write_the_same_bytes(tmp_path):
     assert queues["SYNC_FLUSH"] == queues["ASYNC_FLUSH"] == queues["TRANSIENT_POOL"]
 
 
-def test_unwritten_tails_sees_the_last_byte_of_topic_or_properties(tmp_path):
+def test_torn_tail_check_sees_the_last_byte_of_topic_or_properties(tmp_path):
     """Pinned per record shape: properties or none, IPv4 or IPv6 hosts (the slow path)."""
     v6 = HostAddress.parse("[::1]:1234")
     msgs = [Message(topic="T", body=b"with props", tags="a", keys=["k"]),
@@ -531,7 +531,11 @@ def test_unwritten_tails_sees_the_last_byte_of_topic_or_properties(tmp_path):
     for raw in raws:
         buf = bytearray(raw)
         tail_last = len(raw) - 1 if not raw.endswith(b"\0\0") else len(raw) - 3
-        one = (np.array([0]), np.array([len(raw)]))
-        assert not unwritten_tails(bytes(buf), *one).any(), raw[-24:]
+        phys = int.from_bytes(raw[28:36], "big")
+        whole = scan_segment(bytes(buf), phys, 0, len(buf), check_crc=True, torn_from=phys)
+        assert whole.error is None and whole.positions.tolist() == [0], raw[-24:]
         buf[tail_last] = 0
-        assert unwritten_tails(bytes(buf), *one).all(), raw[-24:]
+        torn = scan_segment(bytes(buf), phys, 0, len(buf), check_crc=True, torn_from=phys)
+        assert torn.positions.tolist() == [] and "never written" in torn.error.reason, raw[-24:]
+        before = scan_segment(bytes(buf), phys, 0, len(buf), check_crc=True, torn_from=phys + 1)
+        assert before.error is None, "only records at or after the flushed offset are judged"

@@ -9,22 +9,13 @@ Order of checks for a request from IP ``ip``:
 2. the request's ``AccessKey`` names an account (else refused);
 3. ``ip`` matches the account's ``whiteRemoteAddress``: allowed;
 4. the ``Signature`` is the HMAC-SHA1 of the request (see :mod:`rocketq.acl.signing`), else refused;
-5. admin requests (create/delete topic, subscription group, broker config) need ``admin: true``;
+5. admin requests need ``admin: true``;
 6. the resources the request touches need the account's permission (admins have all; a
    resource not listed gets ``defaultTopicPerm`` / ``defaultGroupPerm``; ``DENY`` refuses all; a
-   topic named ``%RETRY%group`` is checked as the group).  On remoting:
-
-   ====================================  =============================================
-   request                               needs
-   ====================================  =============================================
-   SEND_MESSAGE(_V2) / SEND_BATCH        topic PUB (a ``%RETRY%group`` topic: group SUB)
-   PULL_MESSAGE                          topic SUB, consumerGroup SUB
-   QUERY/UPDATE_CONSUMER_OFFSET          topic SUB, consumerGroup SUB
-   QUERY_MESSAGE                         topic SUB
-   HEART_BEAT                            each consumer group SUB, each subscribed topic SUB
-   CONSUMER_SEND_MSG_BACK                group SUB
-   UNREGISTER_CLIENT / consumer list     consumerGroup SUB
-   ====================================  =============================================
+   topic named ``%RETRY%group`` is checked as the group).  On remoting, what each request code
+   is and touches is :mod:`rocketq.acl.requests`' table (a code it does not list is an admin
+   request); a request whose resource is only known after a lookup (the message VIEW_MESSAGE_BY_ID
+   finds) is checked again then, with :meth:`AclValidator.check_found`.
 
 Refusals are answered NO_PERMISSION with a remark saying which check failed (gRPC: UNAUTHORIZED
 for checks 2-4, FORBIDDEN for 5-6).  The file is re-read when it changes (size or mtime); a file
@@ -34,26 +25,18 @@ that does not parse is logged and the previous accounts stay in force.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rocketq.acl.plain_acl import ANY, DENY, PUB, SUB, Account, AclConfigError, PlainAcl, load_plain_acl
+from rocketq.acl.requests import Needs, needs_of
 from rocketq.acl.signing import ACCESS_KEY, SIGNATURE, signature
 from rocketq.common.sysflag import RETRY_GROUP_TOPIC_PREFIX
-from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
+from rocketq.remoting import RemotingCommand, ResponseCode
 
 log = logging.getLogger(__name__)
-
-ADMIN_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
-                         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                         25})    # UPDATE_BROKER_CONFIG
-_SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
-_TOPIC_AND_GROUP = frozenset({RequestCode.PULL_MESSAGE, RequestCode.QUERY_CONSUMER_OFFSET,
-                              RequestCode.UPDATE_CONSUMER_OFFSET})
-
 
 class AclDenied(Exception):
     """A refused request; the message names the account, the resource and what was missing."""
@@ -103,43 +86,6 @@ def check_permissions(account: Account, resources: Iterable[tuple[str, str, int]
                                f"(AccessKey {account.access_key!r} has {has})")
 
 
-def needed_resources(cmd: RemotingCommand) -> list[tuple[str, str, int]]:
-    """(kind "topic"|"group", name, PUB|SUB) the request touches."""
-    f = cmd.ext_fields
-    code = cmd.code
-    if code in _SEND_CODES:
-        topic = f.get("topic") or f.get("b") or ""
-        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return [("group", topic[len(RETRY_GROUP_TOPIC_PREFIX):], SUB)]
-        return [("topic", topic, PUB)]
-    if code in _TOPIC_AND_GROUP:
-        return [("topic", f.get("topic", ""), SUB), ("group", f.get("consumerGroup", ""), SUB)]
-    if code == RequestCode.QUERY_MESSAGE:
-        return [("topic", f.get("topic", ""), SUB)]
-    if code == RequestCode.CONSUMER_SEND_MSG_BACK:
-        return [("group", f.get("group", ""), SUB)]
-    if code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP) and f.get("consumerGroup"):
-        return [("group", f["consumerGroup"], SUB)]
-    if code == RequestCode.HEART_BEAT:
-        return _heartbeat_resources(cmd.body)
-    return []
-
-
-def _heartbeat_resources(body: bytes) -> list[tuple[str, str, int]]:
-    try:
-        data = json.loads(body or b"{}")
-    except ValueError:
-        return []
-    out = []
-    for consumer in data.get("consumerDataSet") or ():
-        out.append(("group", str(consumer.get("groupName", "")), SUB))
-        for sub in consumer.get("subscriptionDataSet") or ():
-            topic = str(sub.get("topic", ""))
-            if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                out.append(("topic", topic, SUB))
-    return out
-
-
 class AclValidator:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -169,16 +115,32 @@ class AclValidator:
         log.info("ACL reloaded from %s (%d accounts)", self.path, len(self.acl.accounts))
         return True
 
-    def check(self, ip: str, cmd: RemotingCommand) -> RemotingCommand | None:
-        """None when *cmd* from *ip* is allowed, else the NO_PERMISSION answer."""
+    def check(self, ip: str, cmd: RemotingCommand, needs: Needs | None = None) -> RemotingCommand | None:
+        """None when *cmd* from *ip* is allowed, else the NO_PERMISSION answer.  *needs* is
+        :func:`rocketq.acl.requests.needs_of` of *cmd* when the caller has it already."""
+        needs = needs_of(cmd) if needs is None else needs
+        return self._decide(ip, cmd, needs.resources, admin_request=needs.admin)
+
+    def check_admin(self, ip: str, cmd: RemotingCommand) -> RemotingCommand | None:
+        """None when *cmd* from *ip* is an admin account's signed request (or the address is
+        white-listed), else the NO_PERMISSION answer: what a NameServer asks of a write."""
+        return self._decide(ip, cmd, (), admin_request=True)
+
+    def check_found(self, ip: str, cmd: RemotingCommand,
+                    resources: list[tuple[str, str, int]]) -> RemotingCommand | None:
+        """The same decision for resources only known once the request was looked up (the topic of
+        the message a VIEW_MESSAGE_BY_ID finds): None when allowed, else the NO_PERMISSION answer."""
+        return self._decide(ip, cmd, resources, admin_request=False)
+
+    def _decide(self, ip: str, cmd: RemotingCommand, resources, *, admin_request: bool) -> RemotingCommand | None:
         f = cmd.ext_fields
 
         def signed(account: Account) -> bool:
             expected = signature(account.secret_key, f, cmd.body)
-            return hmac.compare_digest(expected, f.get(SIGNATURE, ""))
+            return hmac.compare_digest(expected, str(f.get(SIGNATURE, "")))
         try:
-            self.authorize(ip, f.get(ACCESS_KEY), signed, lambda: needed_resources(cmd),
-                           admin_request=cmd.code in ADMIN_CODES, what=f"request code {cmd.code}")
+            self.authorize(ip, f.get(ACCESS_KEY), signed, resources, admin_request=admin_request,
+                           what=f"request code {cmd.code}")
         except AclDenied as exc:
             return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION, str(exc))
         return None

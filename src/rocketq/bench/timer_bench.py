@@ -293,7 +293,8 @@ def run_timer_bench(*, n: int = 1_000_000, window_s: float = 600.0, lead_s: floa
     if lead_s is None:                # time to schedule and for the timer to file everything first
         lead_s = 5.0 + n / (2_000 if via == "grpc" else 25_000)
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
-        with ServeProcess(Path(tmp) / "store", grpc=True) as srv:
+        # the remoting path sends straight into the system timer topic, which it must create first
+        with ServeProcess(Path(tmp) / "store", "--set", "validateSystemTopicWhenUpdateTopic=false", grpc=True) as srv:
             mem = MemorySampler(srv.proc.pid)
             mem.start()
             try:

@@ -32,6 +32,7 @@ from rocketq.broker.subscription_groups import SubscriptionGroupConfig
 from rocketq.broker.topic_config import TopicConfig, TopicConfigError
 from rocketq.common import fastjson
 from rocketq.common.fastjson import ObjectKey
+from rocketq.common.validation import is_system_topic
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
 
 
@@ -72,6 +73,9 @@ def _error(cmd: RemotingCommand, code: int, remark: str) -> RemotingCommand:
 # -- topics ------------------------------------------------------------------------------------
 
 def create_topic(broker, cmd):
+    refused = _system_topic_refusal(broker, cmd)
+    if refused is not None:
+        return refused
     try:
         broker.topics.update(TopicConfig(cmd.get_str("topic"), cmd.get_int("readQueueNums", 8),
                                          cmd.get_int("writeQueueNums", 8), cmd.get_int("perm", 6),
@@ -84,6 +88,9 @@ def create_topic(broker, cmd):
 
 def delete_topic(broker, cmd):
     topic = cmd.get_str("topic")
+    refused = _system_topic_refusal(broker, cmd)
+    if refused is not None:
+        return refused
     try:
         broker.topics.delete(topic)
     except TopicConfigError as exc:            # system topics cannot be deleted
@@ -91,6 +98,15 @@ def delete_topic(broker, cmd):
     broker.offsets.remove_topic(topic)
     broker.store.delete_topic(topic)
     return ok(cmd)
+
+
+def _system_topic_refusal(broker, cmd):
+    """RocketMQ's ``validateSystemTopicWhenUpdateTopic`` (on by default): its system topics are not an
+    admin's to create, change or delete (the broker makes them itself)."""
+    topic = cmd.get_str("topic")
+    if broker.settings.validate_system_topic and is_system_topic(topic):
+        return _error(cmd, ResponseCode.INVALID_PARAMETER, f"The topic[{topic}] is conflict with system topic.")
+    return None
 
 
 def all_topic_config(broker, cmd):
@@ -105,9 +121,10 @@ def update_group(broker, cmd):
         cfg = SubscriptionGroupConfig.from_json(data)
     except (ValueError, TypeError) as exc:
         return _error(cmd, ResponseCode.INVALID_PARAMETER, f"bad SubscriptionGroupConfig body: {exc}")
-    if not cfg.group_name:
-        return _error(cmd, ResponseCode.INVALID_PARAMETER, "SubscriptionGroupConfig.groupName is empty")
-    broker.groups.update(cfg)
+    try:
+        broker.groups.update(cfg)
+    except ValueError as exc:              # an illegal groupName
+        return _error(cmd, ResponseCode.INVALID_PARAMETER, str(exc))
     return ok(cmd)
 
 

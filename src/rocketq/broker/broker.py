@@ -22,16 +22,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocketq._native import BatchFormatError
+from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
+from rocketq.acl.signing import sign
 from rocketq.broker import admin, queries
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
+from rocketq.broker.credentials import acl_file_of, broker_credentials, parse_credentials
 from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.locks import QueueLocks
 from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.replication import Replication
-from rocketq.broker.send import STATUS_CODES, decode_batch, message_from_header, route_single, send_header
+from rocketq.broker.send import (STATUS_CODES, batch_messages, decode_batch, message_from_header, route_single,
+                                 send_header)
 from rocketq.broker.send_back import consumer_send_back
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
@@ -42,11 +47,13 @@ from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction
 from rocketq.common import fastjson
 from rocketq.common.msgid import HostAddress
-from rocketq.remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode, not_supported_response
+from rocketq.common.validation import NOT_ALLOWED_SEND_TOPICS
+from rocketq.remoting import (RemotingCommand, RemotingCommandError, RemotingServer, RequestCode, ResponseCode,
+                              not_supported_response)
 from rocketq.remoting.limits import ConnectionLimits
 from rocketq.remoting.tls import ServerTls, TlsMode, TlsServerConfig, client_context
 from rocketq.store import MessageStore, StoreConfig
-from rocketq.store.prepare import EncodedBatch
+from rocketq.store.results import PutError
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +80,15 @@ class BrokerSettings:
     send_queue_capacity: int = 10_000        # sendThreadPoolQueueCapacity
     acl_enable: bool = False                 # aclEnable
     acl_file: str | None = None              # plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml
+    # innerClientAuthenticationCredentials (RocketMQ 5.3): {"accessKey": ..., "secretKey": ...} of an admin
+    # account; what this broker signs its own requests with (NameServers, its master, HA)
+    inner_credentials: str | None = None
+    validate_system_topic: bool = True        # validateSystemTopicWhenUpdateTopic: admins may not touch system topics
     tls: TlsServerConfig = TlsServerConfig()  # tls.server.mode / certPath / keyPath / trustCertPath
     tls_enable: bool = False                  # tls.enable: TLS on connections this broker makes
     tls_trust_cert_path: str | None = None    # tls.client.trustCertPath (None: do not verify, tls.test.mode)
+    tls_client_cert_path: str | None = None   # tls.client.certPath / keyPath: the certificate this broker shows
+    tls_client_key_path: str | None = None    # (a master with tls.server.need.client.auth=require asks for one)
     broker_role: str = "ASYNC_MASTER"         # brokerRole: ASYNC_MASTER | SYNC_MASTER | SLAVE
     ha_listen_port: int | None = None         # haListenPort (None: listenPort + 1)
     ha_master_address: str | None = None      # haMasterAddress (a slave; None: learned from the NameServers)
@@ -100,6 +113,10 @@ class BrokerSettings:
         for what, name in (("brokerName", self.broker_name), ("brokerClusterName", self.cluster_name)):
             if topic_error(name):         # both become topic names in RocketMQ
                 raise ValueError(f"{what} {name!r}: {topic_error(name)}")
+        if bool(self.tls_client_cert_path) != bool(self.tls_client_key_path):
+            raise ValueError("tls.client.certPath and tls.client.keyPath go together")
+        if self.inner_credentials is not None:
+            parse_credentials(self.inner_credentials)           # raises naming the key
         if self.default_topic_queue_nums < 1:
             raise ValueError("defaultTopicQueueNums must be at least 1")
         TimerPolicy(self.timer_wheel_enable, self.timer_max_delay_sec * 1000)        # raises if not positive
@@ -131,6 +148,7 @@ class Broker:
                                          auto_create_topic=settings.auto_create_topic,
                                          default_queue_nums=settings.default_topic_queue_nums)
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        self.store.consumed_offsets = self.offsets.lowest_by_queue   # cleaning under pressure keeps unread data
         self.groups = SubscriptionGroupManager(config_dir / "subscriptionGroup.json")
         self.server: RemotingServer | None = None
         self.server_tls: ServerTls | None = None
@@ -150,7 +168,7 @@ class Broker:
         self.acl = None
         if settings.acl_enable:
             from rocketq.acl import AclValidator
-            self.acl = AclValidator(Path(settings.acl_file) if settings.acl_file else config_dir / "plain_acl.yml")
+            self.acl = AclValidator(acl_file_of(settings.acl_file, store_config.store_path))
         self.clients = ClientManager()
         self.timer_policy = TimerPolicy(settings.timer_wheel_enable, settings.timer_max_delay_sec * 1000)
         self.timer: Timer | None = None
@@ -216,7 +234,7 @@ class Broker:
                                                  broker_name=self.settings.broker_name,
                                                  broker_id=self._registered_id(), broker_addr=self.address,
                                                  ha_addr=ha_addr, topic_table=self.topics.encode,
-                                                 ssl_context=self.client_ssl_context())
+                                                 ssl_context=self.client_ssl_context(), sign=self.sign_outgoing)
             self.topics.listeners.append(self.registrar.topics_changed)
             await self.registrar.register_once()      # routes exist when start() returns, as in RocketMQ
             self.registrar.start()
@@ -232,6 +250,14 @@ class Broker:
             self.controller_agent.start()
         log.info("broker %s listening on %s", self.settings.broker_name, self.address)
         return self
+
+    def listeners(self) -> list[tuple[str, str, int]]:
+        """(what, bound host, port) of this broker's listening sockets: remoting, and HA on a master."""
+        out = [("broker", self.server.host, self.server.port)]
+        master = getattr(getattr(self, "replication", None), "master", None)
+        if master is not None:
+            out.append(("HA", master.host, master.port))
+        return out
 
     def _registered_id(self) -> int:
         """The id in the NameServers' routes: 0 while master in controller mode (RocketMQ's convention)."""
@@ -262,22 +288,57 @@ class Broker:
         if self.server is not None:
             await self.server.close()
         self.long_polling.wake_all()
-        if self.timer is not None:
-            await self.timer.close()
-        self.offsets.persist()
+        try:                         # a full disk must not keep the store from shutting down cleanly
+            if self.timer is not None:
+                await self.timer.close()
+        except OSError as exc:
+            log.error("timer checkpoint not saved at shutdown (its older checkpoint is used): %s", exc)
+        try:
+            self.offsets.persist()
+        except OSError as exc:
+            log.error("consumer offsets not saved at shutdown: %s", exc)
         await asyncio.to_thread(self.store.shutdown)
 
     async def _persist_offsets_loop(self) -> None:
+        failing = False
         while True:
             await asyncio.sleep(OFFSET_PERSIST_INTERVAL_S)
-            await asyncio.to_thread(self.offsets.persist)
+            try:
+                await asyncio.to_thread(self.offsets.persist)
+            except OSError as exc:   # a full disk: kept in memory, tried again next round; logged once
+                if not failing:
+                    log.error("consumer offsets not saved (%s); retrying every %.0f s", exc, OFFSET_PERSIST_INTERVAL_S)
+                failing = True
+            else:
+                if failing:
+                    log.warning("consumer offsets saved again")
+                failing = False
+
+    def credentials(self) -> tuple[str, str] | None:
+        """(accessKey, secretKey) this broker signs its own requests with (:mod:`rocketq.broker.credentials`)."""
+        return broker_credentials(self.settings.inner_credentials, self.acl)
+
+    def sign_outgoing(self, cmd: RemotingCommand) -> RemotingCommand:
+        """*cmd* signed with :meth:`credentials` (ACL 1.0, as clients sign), or as it is without them."""
+        creds = self.credentials()
+        return sign(cmd, *creds) if creds is not None else cmd
 
     def client_ssl_context(self):
         """The SSL context for connections this broker opens (NameServers, ...), or None."""
         if not self.settings.tls_enable:
             return None
         trust = self.settings.tls_trust_cert_path
-        return client_context(trust, verify=trust is not None)
+        return client_context(trust, verify=trust is not None, cert_path=self.settings.tls_client_cert_path,
+                              key_path=self.settings.tls_client_key_path)
+
+    def authorize_found(self, conn, cmd: RemotingCommand,
+                        resources: list[tuple[str, str, int]]) -> RemotingCommand | None:
+        """With ACL on: the NO_PERMISSION answer when the account that sent *cmd* may not have what
+        the request found (the topic of the message at an offset), else None.  *conn* None is an
+        in-process caller (the gRPC endpoint) that authorized the call itself."""
+        if self.acl is None or conn is None:
+            return None
+        return self.acl.check_found(_ip_of(conn), cmd, resources)
 
     async def _sample_stats_loop(self) -> None:
         while True:
@@ -293,10 +354,17 @@ class Broker:
         if "watched" not in conn.context:        # first request on this connection: watch its end
             conn.context["watched"] = True
             conn.on_close(lambda c: self._notify_changed(self.clients.connection_closed(c)))
-        if self.acl is not None:
-            denied = self.acl.check(_ip_of(conn), cmd)
-            if denied is not None:
-                return denied
+        try:
+            if self.acl is not None:
+                denied = self.acl.check(_ip_of(conn), cmd, needs_of(cmd))
+                if denied is not None:
+                    return denied
+            # every topic and group named is checked before any handler touches files with it
+            bad_name = request_names_refusal(cmd)
+        except RequestBodyError as exc:
+            return RemotingCommand.create_response(cmd, ResponseCode.INVALID_PARAMETER, str(exc))
+        if bad_name is not None:
+            return RemotingCommand.create_response(cmd, ResponseCode.INVALID_PARAMETER, bad_name)
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return not_supported_response(cmd)
@@ -306,6 +374,9 @@ class Broker:
 
     def _topic_for_send(self, cmd: RemotingCommand) -> TopicConfig | RemotingCommand:
         topic = cmd.get_str("topic")
+        if topic in NOT_ALLOWED_SEND_TOPICS:      # the broker's own (schedule, half, op ...) topics
+            return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION,
+                                                   f"Sending message to topic[{topic}] is forbidden.")
         tc = self.topics.get(topic) or self.topics.create_in_send(
             topic, cmd.get_str("defaultTopic", "TBW102"), cmd.get_int("defaultTopicQueueNums", 4))
         if tc is None:
@@ -359,13 +430,20 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
-        records = decode_batch(cmd.body)
-        if not records.bodies:
+        qid = self._queue_id(cmd, tc)
+        header = dict(topic=tc.topic_name, queue_id=qid, sys_flag=cmd.get_int("sysFlag", 0),
+                      born_timestamp=cmd.get_int("bornTimestamp", 0), born_host=_host_of(conn),
+                      reconsume_times=cmd.get_int("reconsumeTimes", 0))
+        try:
+            msgs = self.store.stage_wire_batch(cmd.body or b"", **header)
+        except PutError as exc:
+            return RemotingCommand.create_response(cmd, STATUS_CODES[exc.status], exc.reason)
+        except BatchFormatError as exc:
+            raise RemotingCommandError("body", str(exc)) from None
+        if msgs is None:                                  # a delay level inside: the general path
+            msgs = batch_messages(decode_batch(cmd.body), **header)
+        if not len(msgs):
             return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-        msgs = EncodedBatch(tc.topic_name, self._queue_id(cmd, tc), records.flags, records.bodies, records.texts,
-                            sys_flag=cmd.get_int("sysFlag", 0), born_timestamp=cmd.get_int("bornTimestamp", 0),
-                            born_host=_host_of(conn), reconsume_times=cmd.get_int("reconsumeTimes", 0),
-                            props_bytes=records.props)
         with self.flow_control.sending():
             if self.store.group_commit is not None:      # SYNC_FLUSH waits for the fsync: not on the event loop
                 rs = await asyncio.to_thread(self.store.put_messages, msgs)
@@ -373,12 +451,11 @@ class Broker:
                 rs = self.store.put_messages(msgs)
         if not rs.ok:
             return RemotingCommand.create_response(cmd, STATUS_CODES[rs.status], rs.error or str(rs.status))
-        self.stats.put(msgs.topic, len(records.bodies), len(cmd.body))
+        self.stats.put(tc.topic_name, len(msgs), len(cmd.body))
         self.replication.notify()
         code = STATUS_CODES[rs.status]
         if rs.ok:
-            last = rs[len(rs) - 1]
-            code = await self.replication.replicated(last.physical_offset + last.wrote_bytes) or code
+            code = await self.replication.replicated(rs.end_offset) or code
         first = rs[0]
         return RemotingCommand.create_response(cmd, code, None, {
             "msgId": rs.joined_msg_ids(), "queueId": first.queue_id, "queueOffset": first.queue_offset})

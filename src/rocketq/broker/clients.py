@@ -4,13 +4,17 @@ A HEART_BEAT body (``HeartbeatData`` JSON) names the client, its producer groups
 groups with their subscriptions.  The broker keeps, per consumer group, the clients and their
 connections; when the set changes it tells the group's other clients with a oneway
 NOTIFY_CONSUMER_IDS_CHANGED so they rebalance at once.  A client whose connection closes, or that
-has not heartbeated for ``CHANNEL_EXPIRED_S``, is dropped.
+has not heartbeated for ``CHANNEL_EXPIRED_S``, is dropped.  A client's first heartbeat and its
+leaving (connection closed, or expired) are logged at INFO - once per client, not per heartbeat.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
 
 CHANNEL_EXPIRED_S = 120.0
 
@@ -30,11 +34,14 @@ class ClientManager:
         self._clock = clock
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self.producers: dict[str, dict[str, object]] = {}
+        self._known: dict[str, object] = {}          # client id -> its connection (for the log lines only)
 
     def heartbeat(self, conn, data: dict) -> list[str]:
         """Record a HeartbeatData; returns consumer groups whose membership changed."""
         client_id = str(data.get("clientID", ""))
         now = self._clock()
+        if self._known.get(client_id) is not conn:
+            self._log_arrival(client_id, conn, data)
         for p in data.get("producerDataSet") or ():
             self.producers.setdefault(str(p.get("groupName")), {})[client_id] = conn
         changed = []
@@ -51,6 +58,14 @@ class ClientManager:
             info.clients[client_id] = (conn, now)
         return changed
 
+    def _log_arrival(self, client_id: str, conn, data: dict) -> None:
+        verb = "connected" if client_id not in self._known else "reconnected"
+        self._known[client_id] = conn
+        producers = [str(p.get("groupName")) for p in data.get("producerDataSet") or ()]
+        consumers = [str(c.get("groupName")) for c in data.get("consumerDataSet") or ()]
+        log.info("client %s %s from %s (producer groups: %s; consumer groups: %s)", client_id, verb,
+                 getattr(conn, "peer", "?"), ", ".join(producers) or "-", ", ".join(consumers) or "-")
+
     def unregister(self, client_id: str, *, producer_group: str | None, consumer_group: str | None) -> list[str]:
         if producer_group:
             self.producers.get(producer_group, {}).pop(client_id, None)
@@ -60,6 +75,9 @@ class ClientManager:
         return []
 
     def connection_closed(self, conn) -> list[str]:
+        for cid in [cid for cid, c in self._known.items() if c is conn]:
+            del self._known[cid]
+            log.info("client %s disconnected (%s)", cid, getattr(conn, "peer", "?"))
         changed = []
         for name, info in self.consumers.items():
             gone = [cid for cid, (c, _) in info.clients.items() if c is conn]
@@ -79,6 +97,8 @@ class ClientManager:
             stale = [cid for cid, (_, seen) in info.clients.items() if seen < limit]
             for cid in stale:
                 del info.clients[cid]
+                if self._known.pop(cid, None) is not None:
+                    log.info("client %s expired: no heartbeat for %.0f s", cid, CHANNEL_EXPIRED_S)
             if stale:
                 changed.append(name)
         return changed

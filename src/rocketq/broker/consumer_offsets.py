@@ -87,5 +87,20 @@ class ConsumerOffsetManager:
             payload = {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(self.table.items())},
                        "dataVersion": self.data_version.to_json()}
             self._dirty = False
-        write_json(self.path, payload)
+        try:
+            write_json(self.path, payload)
+        except OSError:
+            self._dirty = True          # not on disk: the next persist writes it again
+            raise
         return True
+
+    def lowest_by_queue(self) -> dict[tuple[str, int], int]:
+        """The lowest offset any group committed, per (topic, queue id): what is not read by all yet."""
+        out: dict[tuple[str, int], int] = {}
+        with self._lock:
+            for key, queues in self.table.items():
+                topic = key.split(TOPIC_GROUP_SEPARATOR, 1)[0]
+                for qid, offset in queues.items():
+                    k = (topic, qid)
+                    out[k] = min(out.get(k, offset), offset)
+        return out

@@ -81,7 +81,7 @@ class ControllerAgent:
 
     async def _ask(self, code: int, header: dict | None = None, body: dict | None = None) -> dict:
         cmd = RemotingCommand.create_request(code, header or {}, json.dumps(body).encode() if body else b"")
-        r = await self.client.invoke(cmd, timeout_s=max(0.5, self.timeout_s / 2))
+        r = await self.client.invoke(self.broker.sign_outgoing(cmd), timeout_s=max(0.5, self.timeout_s / 2))
         if r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             raise NoController(f"{self.client.address} runs no controller (start the NameServer with "
                                "--enable-controller, or set controllerAddr)")

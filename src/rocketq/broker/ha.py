@@ -1,6 +1,8 @@
 """Replication of the CommitLog from a master to its slaves (RocketMQ's HAService), over asyncio.
 
-The wire, on a TCP connection the slave opens to the master's ``haListenPort`` (big-endian)::
+The wire, on a TCP connection the slave opens to the master's ``haListenPort`` (big-endian), after
+the handshake of :mod:`rocketq.broker.ha_auth` (with ACL on, the slave proves it holds an admin
+account; nothing of the log is sent before)::
 
     slave  -> master   int64 slave's CommitLog end            (on connect, after every chunk it
                                                                  wrote, and every second when idle)
@@ -28,7 +30,8 @@ TLS: with the broker's ``tlsMode`` not ``disabled`` the master's port is a
 :class:`~rocketq.remoting.tls.TlsListener`, as the remoting port is - ``permissive`` serves plain and
 TLS slaves on the one port (the slave speaks first, and the first byte of its CommitLog end is 0,
 never 0x16, a TLS handshake record), ``enforcing`` closes plain connections; each new connection
-gets the current certificate (reloaded when its files change).  A slave connects with TLS when the
+gets the current certificate (reloaded when its files change); ``tls.server.need.client.auth=require``
+admits only slaves with a certificate the trust file vouches for.  A slave connects with TLS when the
 broker's ``tls.enable`` is on (``ssl_context``: the broker's ``client_ssl_context``, called for
 every connection).
 """
@@ -37,9 +40,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import struct
 
+from rocketq.acl.validator import AclDenied
+from rocketq.broker import ha_auth
 from rocketq.common.aio import cancel_and_wait, wait_event
 from rocketq.remoting.limits import Admission, ConnectionLimits
 from rocketq.remoting.tls import ServerTls, TlsListener, TlsMode
@@ -49,6 +55,8 @@ log = logging.getLogger(__name__)
 MAX_CHUNK = 1 << 20
 HA_MAX_GAP = 256 << 20                  # haMaxGapNotInSync
 REPORT_INTERVAL_S = 1.0
+RECONNECT_INTERVAL_S = 1.0
+REFUSED_RETRY_INTERVAL_S = 5.0          # a slave the master refused (credentials) tries again this often
 HEARTBEAT_INTERVAL_S = 5.0
 IDLE_TIMEOUT_S = 20.0                   # no report from a slave for this long: drop it
 _HEAD = struct.Struct(">qi")
@@ -56,10 +64,11 @@ _OFFSET = struct.Struct(">q")
 
 
 class HAMaster:
-    def __init__(self, store, host: str, port: int, *, tls: ServerTls | None = None,
+    def __init__(self, store, host: str, port: int, *, tls: ServerTls | None = None, acl=None,
                  limits: ConnectionLimits = ConnectionLimits()):
         self.store, self.host, self.port = store, host, port
-        self.limits = limits                        # its connection limit and backlog (HA has its own idle timeout)
+        self.acl = acl                               # the broker's AclValidator: slaves must prove an admin account
+        self.limits = limits                         # its connection limit and backlog (HA has its own idle timeout)
         self.admission: Admission | None = None
         self.tls = tls if tls is not None and tls.mode != TlsMode.DISABLED else None
         self._server: asyncio.AbstractServer | None = None
@@ -83,8 +92,10 @@ class HAMaster:
                 self.port = self._server.sockets[0].getsockname()[1]
         except OSError as exc:
             raise OSError(exc.errno, f"HA port {self.host}:{self.port} (haListenPort): {exc.strerror}") from None
-        log.info("HA master listening on %s:%d%s", self.host, self.port,
-                 f" (TLS {self.tls.mode.value})" if self.tls is not None else "")
+        log.info("HA master listening on %s:%d%s, %s", self.host, self.port,
+                 f" (TLS {self.tls.mode.value})" if self.tls is not None else "",
+                 "slaves must sign in with an admin account" if self.acl is not None
+                 else "ACL off: any slave is served")
         return self
 
     def _admit_handshake(self, waiting: int) -> bool:
@@ -136,6 +147,8 @@ class HAMaster:
         task = asyncio.current_task()
         self._serving.add(task)
         try:
+            if not await self._authenticate(writer.get_extra_info("peername")[0], peer, reader, writer):
+                return
             first = _OFFSET.unpack(await asyncio.wait_for(reader.readexactly(8), IDLE_TIMEOUT_S))[0]
             if first > self.store.max_physical_offset():
                 log.error("slave %s reports a CommitLog end %d past this master's end %d: its log diverges "
@@ -159,6 +172,33 @@ class HAMaster:
             self.slaves.pop(peer, None)
             self._serving.discard(task)
             writer.close()
+
+    async def _authenticate(self, ip: str, peer: str, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> bool:
+        """The handshake's master side: True when the slave may have the log (ACL off, or it proved an
+        admin account, or its address is white-listed); else it was told why and is to be closed."""
+        try:
+            await ha_auth.read_hello(reader)
+            frame, nonce = ha_auth.challenge(credentials_needed=self.acl is not None)
+            writer.write(frame)
+            await writer.drain()
+            access_key, mac = await ha_auth.read_proof(reader)
+        except ha_auth.HandshakeError as exc:
+            log.warning("HA: closing the connection from %s: %s", peer, exc)
+            return False
+        if self.acl is not None:
+            def signed(account) -> bool:
+                return hmac.compare_digest(ha_auth.mac(account.secret_key, nonce, account.access_key), mac)
+            try:
+                self.acl.authorize(ip, access_key, signed, (), admin_request=True, what="HA replication")
+            except AclDenied as exc:
+                log.warning("HA: refused a slave from %s: %s", peer, exc)
+                writer.write(ha_auth.verdict(ha_auth.REFUSED, str(exc)))
+                await writer.drain()
+                return False
+        writer.write(ha_auth.verdict(ha_auth.ACCEPTED))
+        await writer.drain()
+        return True
 
     async def _acknowledge(self, peer: str, offset: int) -> None:
         self.slaves[peer] = offset
@@ -207,8 +247,10 @@ def _whole_records(cl, offset: int, size: int, available: int) -> int:
 class HASlave:
     """Keeps a connection to the master's HA port and appends what it streams."""
 
-    def __init__(self, store, master_addr, on_data=None, *, ssl_context=None):
+    def __init__(self, store, master_addr, on_data=None, *, ssl_context=None, credentials=None):
         self.store = store
+        # None, (accessKey, secretKey), or a callable giving either: what a master with ACL on asks for
+        self._credentials = credentials if callable(credentials) else (lambda: credentials)
         # None, an SSLContext, or a callable giving one (or None) for each connection
         self._ssl_context = ssl_context if callable(ssl_context) else (lambda: ssl_context)
         self._master_addr = master_addr if callable(master_addr) else (lambda: master_addr)
@@ -230,12 +272,22 @@ class HASlave:
 
     async def _run(self) -> None:
         while True:
+            pause = RECONNECT_INTERVAL_S
             try:
                 await self._session()
+            except ha_auth.HandshakeRefused as exc:
+                log.error("HA: master %s:%d refused this slave: %s. A master with ACL on needs an admin account of "
+                          "its plain_acl.yml: set innerClientAuthenticationCredentials (retrying in %.0f s)",
+                          self.host, self.port, exc, REFUSED_RETRY_INTERVAL_S)
+                pause = REFUSED_RETRY_INTERVAL_S
+            except ha_auth.HandshakeError as exc:
+                log.error("HA: master %s:%d: %s (retrying in %.0f s)", self.host, self.port, exc,
+                          REFUSED_RETRY_INTERVAL_S)
+                pause = REFUSED_RETRY_INTERVAL_S
             except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:   # ssl.SSLError too
                 log.info("HA connection to master %s:%d: %s; reconnecting", self.host, self.port, exc)
             self.connected = False
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(pause)
 
     async def _session(self) -> None:
         addr = self._master_addr()
@@ -246,8 +298,9 @@ class HASlave:
         ctx = self._ssl_context()
         reader, writer = await asyncio.wait_for(asyncio.open_connection(
             self.host, self.port, ssl=ctx, ssl_handshake_timeout=5 if ctx is not None else None), 5)
-        self.connected = True
         try:
+            await self._sign_in(reader, writer)
+            self.connected = True
             writer.write(_OFFSET.pack(self.store.max_physical_offset()))
             await writer.drain()
             while True:
@@ -269,3 +322,18 @@ class HASlave:
                 await writer.drain()
         finally:
             writer.close()
+
+    async def _sign_in(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The handshake's slave side; raises HandshakeRefused with the master's reason."""
+        writer.write(ha_auth.hello())
+        await writer.drain()
+        challenge = await ha_auth.read_challenge(reader)
+        credentials = self._credentials() if challenge.credentials_needed else None
+        writer.write(ha_auth.proof(challenge.nonce, credentials))
+        await writer.drain()
+        try:
+            await ha_auth.read_verdict(reader)
+        except ha_auth.HandshakeRefused as exc:
+            if credentials is None:
+                raise ha_auth.HandshakeRefused(f"{exc} (this slave has no credentials to sign in with)") from None
+            raise

@@ -12,12 +12,14 @@ SEARCH_OFFSET_BY_TIMESTAMP           29  ``offset``: first (LOWER) or last (UPPE
 GET_EARLIEST_MSG_STORETIME           32  ``timestamp`` of the queue's first message
 QUERY_MESSAGE                        12  the raw records of up to ``maxNum`` (<= 64) messages with
                                          the key in the time range, else QUERY_NOT_FOUND
-VIEW_MESSAGE_BY_ID                   33  the raw record at the commitlog ``offset``
+VIEW_MESSAGE_BY_ID                   33  the raw record at the commitlog ``offset`` (with ACL on: when
+                                         the account may SUB its topic)
 =================================  ====  ==========================================================
 """
 
 from __future__ import annotations
 
+from rocketq.acl.plain_acl import SUB
 from rocketq.broker.admin import ok as _ok
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
 
@@ -35,7 +37,12 @@ def handlers(broker) -> dict:
         async def handle(conn, cmd):
             return fn(broker, cmd)
         return handle
-    return {code: bind(fn) for code, fn in table.items()}
+    handlers = {code: bind(fn) for code, fn in table.items()}
+
+    async def view(conn, cmd):
+        return view_message(broker, cmd, conn)
+    handlers[RequestCode.VIEW_MESSAGE_BY_ID] = view
+    return handlers
 
 
 def query_offset(broker, cmd):
@@ -87,9 +94,11 @@ def query_message(broker, cmd):
                b"".join(m.raw for m in found))
 
 
-def view_message(broker, cmd):
+def view_message(broker, cmd, conn=None):
     m = broker.store.read_message(cmd.get_int("offset"))
     if m is None:
         return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR,
                                                f"can not find message by the offset {cmd.get_int('offset')}")
-    return _ok(cmd, body=m.raw)
+    # the request names no topic: the account must be allowed to read the one the message is in
+    denied = broker.authorize_found(conn, cmd, [("topic", m.topic, SUB)])
+    return denied if denied is not None else _ok(cmd, body=m.raw)

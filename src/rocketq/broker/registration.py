@@ -4,7 +4,9 @@ Every ``REGISTER_PERIOD_S`` (30 s, and at once after a topic changes) the broker
 REGISTER_BROKER to every NameServer in parallel: header ``brokerAddr, brokerName, brokerId,
 clusterName, haServerAddr, compressed=false, bodyCrc32`` and a ``RegisterBrokerBody`` JSON body
 ``{"topicConfigSerializeWrapper": {"topicConfigTable": ..., "dataVersion": ...}, "filterServerList": []}``.
-``bodyCrc32`` is ``crc32(body) & 0x7FFFFFFF`` so the NameServer can reject a damaged body.  On
+``bodyCrc32`` is ``crc32(body) & 0x7FFFFFFF`` so the NameServer can reject a damaged body.  Requests
+are signed with the broker's credentials (:mod:`rocketq.broker.credentials`) when it has some: a
+NameServer with ACL on takes them from an admin account only.  On
 shutdown it sends UNREGISTER_BROKER.  A NameServer that does not answer is retried next period;
 the others are unaffected.
 """
@@ -40,8 +42,9 @@ def parse_namesrv_addrs(text: str | None) -> list[tuple[str, int]]:
 
 class NameServerRegistrar:
     def __init__(self, addrs: list[tuple[str, int]], *, cluster: str, broker_name: str, broker_id: int,
-                 broker_addr: str, ha_addr: str, topic_table, ssl_context=None):
+                 broker_addr: str, ha_addr: str, topic_table, ssl_context=None, sign=None):
         self._clients = [RemotingClient(h, p, ssl_context=ssl_context) for h, p in addrs]
+        self._sign = sign or (lambda cmd: cmd)   # the broker's credentials (a NameServer with ACL on needs them)
         self._header = {"brokerAddr": broker_addr, "brokerName": broker_name, "brokerId": broker_id,
                         "clusterName": cluster, "haServerAddr": ha_addr, "compressed": False}
         self._topic_table = topic_table          # callable -> topics.json-shaped dict
@@ -61,12 +64,18 @@ class NameServerRegistrar:
 
     async def _send(self, client: RemotingClient, code: int, header: dict, body: bytes = b"") -> bool:
         try:
-            r = await client.invoke(RemotingCommand.create_request(code, header, body), timeout_s=REGISTER_TIMEOUT_S)
+            r = await client.invoke(self._sign(RemotingCommand.create_request(code, header, body)),
+                                    timeout_s=REGISTER_TIMEOUT_S)
         except Exception as exc:
             log.warning("NameServer %s:%d unreachable for %s: %s", client.host, client.port,
                         getattr(code, "name", code), exc)
             return False
-        if r.code != ResponseCode.SUCCESS:
+        if r.code == ResponseCode.NO_PERMISSION:
+            log.error("NameServer %s:%d refused %s: %s (it has ACL on: this broker signs with "
+                      "innerClientAuthenticationCredentials, else the first admin account of its own plain_acl.yml; "
+                      "that account must be an admin in the NameServer's file)", client.host, client.port,
+                      getattr(code, "name", code), r.remark)
+        elif r.code != ResponseCode.SUCCESS:
             log.warning("NameServer %s:%d refused %s: %s", client.host, client.port, code, r.remark)
         elif code == RequestCode.REGISTER_BROKER:     # a slave learns its master from the answer
             self.master_addr = r.ext_fields.get("masterAddr") or None

@@ -51,7 +51,8 @@ class Replication:
             self.sync.start()
             return f"{host}:{s.ha_listen_port or default_port}"
         self.master = await HAMaster(self._broker.store, s.host, default_port if s.ha_listen_port is None
-                                     else s.ha_listen_port, tls=self._broker.server_tls, limits=s.limits).start()
+                                     else s.ha_listen_port, tls=self._broker.server_tls, limits=s.limits,
+                                     acl=self._broker.acl).start()
         return f"{host}:{self.master.port}"
 
     async def follow(self, master_addr: str, master_ha_addr: str) -> None:
@@ -64,7 +65,9 @@ class Replication:
 
     def _ha_slave(self) -> HASlave:
         # tls.enable: the HA connection to the master uses TLS, as the broker's other connections do
-        return HASlave(self._broker.store, self._master_ha_addr, ssl_context=self._broker.client_ssl_context).start()
+        # and a master with ACL on admits it with the broker's own credentials (rocketq.broker.credentials)
+        return HASlave(self._broker.store, self._master_ha_addr, ssl_context=self._broker.client_ssl_context,
+                       credentials=self._broker.credentials).start()
 
     async def stop_following(self) -> None:
         """Stop copying; when this returns no replicated append is in flight."""

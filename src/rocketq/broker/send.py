@@ -150,6 +150,19 @@ def decode_batch(body: bytes) -> BatchColumns:
     return BatchColumns(flags, bodies, texts, props)
 
 
+def batch_messages(records: BatchColumns, *, topic: str, queue_id: int, sys_flag: int, born_timestamp: int,
+                   born_host: HostAddress, reconsume_times: int) -> list[Message]:
+    """A decoded batch as messages, for the store's general path (a message with a delay level)."""
+    out = []
+    for flag, body, text in zip(records.flags, records.bodies, records.texts):
+        props = decode_properties(text)
+        delay = props.get(PROPERTY_DELAY, "")
+        out.append(Message(topic=topic, body=body, queue_id=queue_id, properties=props, flag=flag, sys_flag=sys_flag,
+                           born_timestamp=born_timestamp, born_host=born_host, reconsume_times=reconsume_times,
+                           delay_level=int(delay) if delay.isdigit() else 0))
+    return out
+
+
 def _is_utf8(data: bytes) -> bool:
     try:
         data.decode()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 
+from rocketq.acl.plain_acl import SUB
 from rocketq.remoting import RemotingCommand, ResponseCode
 
 MIN_VERSION_WITH_MAX_RECONSUME = 121        # MQVersion V3_4_9: the header carries maxReconsumeTimes
@@ -32,6 +33,11 @@ async def consumer_send_back(broker, conn, cmd: RemotingCommand) -> RemotingComm
     original = broker.store.read_message(offset)
     if original is None:
         return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+    # the offset may name any message: its copy in the group's retry topic is readable by the group,
+    # so the account must be allowed to read where it is now
+    denied = broker.authorize_found(conn, cmd, [("topic", original.topic, SUB)])
+    if denied is not None:
+        return denied
     props = dict(original.properties)
     props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
     props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, cmd.get_str("originMsgId", "") or original.msg_id)

@@ -42,6 +42,8 @@ class SlaveSync:
         while True:
             try:
                 await self.sync_once()
+            except PermissionError as exc:        # wrong or no credentials: say so loudly, keep trying
+                log.error("slave sync: %s", exc)
             except Exception as exc:              # master away: keep serving what we have
                 log.info("slave sync from master failed: %s", exc)
             await asyncio.sleep(SYNC_INTERVAL_S if self.rounds else 1.0)
@@ -55,7 +57,12 @@ class SlaveSync:
                 await self._client.close()
             host, _, port = addr.rpartition(":")
             self._client = RemotingClient(host, int(port), ssl_context=self._broker.client_ssl_context())
-        r = await self._client.invoke(RemotingCommand.create_request(code, {}), timeout_s=5)
+        # admin reads: a master with ACL on answers them to an admin account only
+        r = await self._client.invoke(self._broker.sign_outgoing(RemotingCommand.create_request(code, {})), timeout_s=5)
+        if r.code == ResponseCode.NO_PERMISSION:
+            raise PermissionError(f"master {addr} refused {RequestCode(code).name}: {r.remark} (set "
+                                  "innerClientAuthenticationCredentials to an admin account of the master's "
+                                  "plain_acl.yml)")
         if r.code != ResponseCode.SUCCESS:
             raise ConnectionError(f"master answered {r.code}: {r.remark}")
         return r.body

@@ -7,12 +7,16 @@ with RocketMQ's field names.  A group that heartbeats is created with the defaul
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketq.common.data_version import DataVersion
+from rocketq.common.validation import name_refusal
 from rocketq.store.config_files import read_json, write_json
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -71,10 +75,18 @@ class SubscriptionGroupManager:
         return cfg
 
     def update(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        """Create or replace *cfg*; raises ValueError for a group name RocketMQ would refuse."""
+        why = name_refusal("group", cfg.group_name)
+        if why is not None:
+            raise ValueError(why)
         with self._lock:
+            old = self.table.get(cfg.group_name)
             self.table[cfg.group_name] = cfg
             self.data_version.next()
         self.persist()
+        if old != cfg:
+            log.info("consumer group %s %s (retry queues %d, retries before dead-lettering %d)", cfg.group_name,
+                     "created" if old is None else "updated", cfg.retry_queue_nums, cfg.retry_max_times)
         return cfg
 
     def delete(self, group: str) -> bool:
@@ -84,6 +96,7 @@ class SubscriptionGroupManager:
                 self.data_version.next()
         if gone:
             self.persist()
+            log.info("consumer group %s deleted", group)
         return gone
 
     def encode(self) -> dict:

@@ -16,6 +16,7 @@ atomically (temp file, fsync, rename, ``.bak``).
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,8 @@ from rocketq.common.data_version import DataVersion
 from rocketq.common.sysflag import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketq.common.validation import topic_error
 from rocketq.store.config_files import read_json, write_json
+
+log = logging.getLogger(__name__)
 
 PERM_INHERIT, PERM_WRITE, PERM_READ = 1, 2, 4
 PERM_READ_WRITE = PERM_READ | PERM_WRITE
@@ -127,13 +130,29 @@ class TopicConfigManager:
             if not 0 < n <= MAX_QUEUE_NUMS:
                 raise TopicConfigError(f"topic {tc.topic_name!r}: {what} {n} is outside 1..{MAX_QUEUE_NUMS}")
         with self._lock:
+            old = self.table.get(tc.topic_name)
             self.table[tc.topic_name] = tc
             self.data_version.next()
-        self.persist()
+        try:
+            self.persist()
+        except OSError:     # topics.json not written (a full disk): the change did not happen
+            with self._lock:
+                if old is None:
+                    self.table.pop(tc.topic_name, None)
+                else:
+                    self.table[tc.topic_name] = old
+            raise
+        if old != tc:
+            log.info("topic %s %s: %d read / %d write queues, perm %d%s", tc.topic_name,
+                     "created" if old is None else "updated", tc.read_queue_nums, tc.write_queue_nums, tc.perm,
+                     ", ordered" if tc.order else "")
         return tc
 
     def delete(self, topic: str) -> bool:
-        """Remove *topic*; raises TopicConfigError for the broker's own system topics."""
+        """Remove *topic*; raises TopicConfigError for an illegal name or the broker's own system topics."""
+        err = topic_error(topic)
+        if err:
+            raise TopicConfigError(err)
         if topic in self.system_topics:
             raise TopicConfigError(f"topic {topic!r} is a system topic of this broker and cannot be deleted")
         with self._lock:
@@ -142,6 +161,7 @@ class TopicConfigManager:
                 self.data_version.next()
         if gone:
             self.persist()
+            log.info("topic %s deleted", topic)
         return gone
 
     def create_in_send(self, topic: str, default_topic: str = DEFAULT_TOPIC, queue_nums: int = 4,

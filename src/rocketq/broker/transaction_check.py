@@ -67,25 +67,34 @@ class TransactionChecker:
             if half.queue_offset not in resolved:
                 if now_ms - half.store_timestamp < self.timeout_s * 1000:
                     break
-                sent += await self._check(half)
+                checked = await self._check(half)
+                if checked is None:      # its copy could not be stored (a full disk): from here next round
+                    break
+                sent += checked
             offset = half.queue_offset + 1
         offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, 0, offset)
         return sent
 
-    async def _check(self, half) -> int:
+    async def _check(self, half) -> int | None:
+        """Re-put *half* and ask its producer; 1 when asked, 0 when not (dropped, or no producer), None
+        when the copy could not be stored: then the half stays where it is, unresolved (the copy goes
+        in before the old one is marked resolved, so a refused put never loses a transaction)."""
         store = self._broker.store
         props = dict(half.properties)
         times = int(props.get(PROPERTY_CHECK_TIMES, "0") or 0)
-        await store.put_message_async(Message(topic=TRANS_OP_HALF_TOPIC, body=str(half.queue_offset).encode(),
-                                              tags="d"))
+        resolve = Message(topic=TRANS_OP_HALF_TOPIC, body=str(half.queue_offset).encode(), tags="d")
         if times >= self.max_checks:
+            await store.put_message_async(resolve)
             log.warning("dropping half message %s of group %s after %d checks", half.msg_id,
                         props.get(PROPERTY_PRODUCER_GROUP), times)
             return 0
         props[PROPERTY_CHECK_TIMES] = str(times + 1)
         again = await store.put_message_async(half.to_message(topic=TRANS_HALF_TOPIC, properties=props))
+        if again.physical_offset < 0:
+            return None
+        await store.put_message_async(resolve)
         conn = self._broker.clients.any_producer(props.get(PROPERTY_PRODUCER_GROUP, ""))
-        if conn is None or not again.ok:
+        if conn is None:
             return 0
         copy = store.read_message(again.physical_offset)
         header = {"topic": props.get("REAL_TOPIC", ""), "tranStateTableOffset": again.queue_offset,

@@ -15,6 +15,7 @@ for unresolved ones is not built yet.
 
 from __future__ import annotations
 
+from rocketq.acl.plain_acl import PUB
 from rocketq.common.message import Message
 from rocketq.common.sysflag import (
     PROPERTY_REAL_QUEUE_ID,
@@ -58,6 +59,10 @@ async def end_transaction(broker, conn, cmd: RemotingCommand) -> RemotingCommand
     if half is None or half.topic != TRANS_HALF_TOPIC:
         return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR,
                                                f"no half message at commitlog offset {offset}")
+    # committing or rolling back a half message is a send to its real topic
+    denied = broker.authorize_found(conn, cmd, [("topic", half.properties.get(PROPERTY_REAL_TOPIC, ""), PUB)])
+    if denied is not None:
+        return None if cmd.is_oneway else denied
     if kind == TRANSACTION_COMMIT_TYPE:
         props = dict(half.properties)
         topic = props.pop(PROPERTY_REAL_TOPIC, None)

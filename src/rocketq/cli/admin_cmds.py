@@ -95,14 +95,22 @@ def topic_delete(name, namesrv, cluster) -> None:
 
 @topic.command("list")
 @namesrv_option
+@click.option("--all", "show_all", is_flag=True,
+              help="Also list system topics, %RETRY% / %DLQ% topics and the topics brokers register under "
+                   "their cluster and broker names, with a KIND column.")
 @json_option
-def topic_list(namesrv, as_json) -> None:
-    """List the topics the NameServers know."""
-    topics = run(_with_admin(namesrv, lambda a: a.topics()))
+def topic_list(namesrv, show_all, as_json) -> None:
+    """List the topics the NameServers know (your topics; --all for every one)."""
+    from rocketq.common.system_names import USER
+    kinds = run(_with_admin(namesrv, lambda a: a.topic_kinds()))
+    rows = [{"topic": t, "kind": k} for t, k in sorted(kinds.items()) if show_all or k == USER]
     if as_json:
-        click.echo(json.dumps(topics))
+        click.echo(json.dumps(rows))
+    elif show_all:
+        width = max((len(r["topic"]) for r in rows), default=0)
+        click.echo("\n".join(f"{r['topic']:<{width}}  {r['kind']}" for r in rows))
     else:
-        click.echo("\n".join(topics))
+        click.echo("\n".join(r["topic"] for r in rows))
 
 
 # -- group ------------------------------------------------------------------------------------
@@ -114,10 +122,13 @@ def group() -> None:
 
 @group.command("list")
 @namesrv_option
+@click.option("--all", "show_all", is_flag=True, help="Also list RocketMQ's system groups (TOOLS_CONSUMER, "
+                                                          "CID_RMQ_SYS_*, ...).")
 @json_option
-def group_list(namesrv, as_json) -> None:
+def group_list(namesrv, show_all, as_json) -> None:
     """List the subscription groups of every master."""
-    groups = run(_with_admin(namesrv, lambda a: a.groups()))
+    from rocketq.common.system_names import is_system_group
+    groups = [g for g in run(_with_admin(namesrv, lambda a: a.groups())) if show_all or not is_system_group(g)]
     click.echo(json.dumps(groups) if as_json else "\n".join(groups))
 
 
@@ -186,12 +197,18 @@ def message() -> None:
 @message.command("query")
 @click.argument("topic_name", required=False)
 @namesrv_option
-@click.option("--key", help="A message key (KEYS) or unique id.")
-@click.option("--id", "msg_id", help="A message id: the broker's offset id, or the client's id (then give TOPIC).")
+@click.option("--topic", "topic_option", metavar="TOPIC", help="The topic (the same as the TOPIC argument).")
+@click.option("--key", help="A message key (KEYS) or unique id; needs the topic.")
+@click.option("--id", "msg_id", help="A message id: the msgId `rocketq send` prints (the client's unique id) or "
+                                     "its offset_msg_id (the broker's). A client id is looked up in TOPIC, or "
+                                     "without it in every user topic.")
 @click.option("--max", "max_num", type=click.IntRange(1, 1024), default=64, show_default=True)
 @json_option
-def message_query(topic_name, namesrv, key, msg_id, max_num, as_json) -> None:
+def message_query(topic_name, namesrv, topic_option, key, msg_id, max_num, as_json) -> None:
     """Find messages of TOPIC by --key, or one message by --id."""
+    if topic_name and topic_option and topic_name != topic_option:
+        raise click.UsageError(f"two topics given: {topic_name} and --topic {topic_option}")
+    topic_name = topic_name or topic_option
     if bool(key) == bool(msg_id):
         raise click.UsageError("give exactly one of --key and --id")
     if key and not topic_name:

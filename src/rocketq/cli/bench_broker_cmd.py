@@ -9,6 +9,7 @@ import click
 from rich.table import Table
 
 from rocketq.cli.bench_cmd import bench
+from rocketq.cli.extras import require_extra
 from rocketq.cli.ui import err, out, step_progress
 
 
@@ -87,6 +88,7 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
 def bench_compare(runs: int, backlog: int, quick: bool, out_dir: Path | None) -> None:
     """rocketq (remoting and gRPC) beside Redis Streams, NATS JetStream and RabbitMQ streams (whatever is
     installed), interleaved, with each system's durability modes checked by counting sync calls."""
+    require_extra("bench", "rocketq bench compare")
     from rocketq.bench.compare.runner import run_compare
     from rocketq.bench.compare.systems import SYSTEMS
     for cls in SYSTEMS:

@@ -9,6 +9,7 @@ import click
 from rich.table import Table
 
 from rocketq.cli.bench_cmd import bench
+from rocketq.cli.extras import require_extra
 from rocketq.cli.ui import err, out, step_progress
 
 
@@ -24,6 +25,7 @@ from rocketq.cli.ui import err, out, step_progress
 def bench_spark(messages: int, sink_messages: int, runs: int, master: str, directory: Path | None,
                 json_out: Path | None) -> None:
     """Rows/s of format("rocketq") and format("rocketq-store") beside spark.range, and the sink's msgs/s."""
+    require_extra("spark", "rocketq bench spark")
     from rocketq.bench.spark_bench import run_spark_bench
     bar, task = step_progress(None, "starting")
     with bar:

@@ -16,7 +16,6 @@ command that handles it exits with 130.
 from __future__ import annotations
 
 import gc
-import logging
 import sys
 
 import click
@@ -79,22 +78,12 @@ def _one_line(exc: BaseException | str) -> str:
 def cli(ctx: click.Context, verbose: bool) -> None:
     """rocketq: a RocketMQ-compatible message broker in Python."""
     ctx.obj = {"verbose": verbose}
-    _configure_logging(verbose)
+    from rocketq.cli.log_setup import configure
+    # warnings only: a command's output is its result (the servers switch to INFO, see log_setup)
+    configure("DEBUG" if verbose else "WARNING", show_paths=verbose)
     # A long-running process that allocates many short-lived objects: collect young objects less
     # often (the store's hot paths create a few per message) - a standard server tuning.
     gc.set_threshold(50_000, 50, 100)
-
-
-def _configure_logging(verbose: bool) -> None:
-    from rich.logging import RichHandler
-
-    from rocketq.cli.ui import err
-    handler = RichHandler(console=err(), show_path=verbose, rich_tracebacks=verbose, markup=False)
-    root = logging.getLogger()
-    for old in [h for h in root.handlers if isinstance(h, RichHandler)]:
-        root.removeHandler(old)            # invoked again in the same process (tests)
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 def _register() -> None:

@@ -5,7 +5,11 @@ NameServer (``--namesrv``, or ``ROCKETQ_NAMESRV``; default ``127.0.0.1:9876``).
 generated ones with many in flight and a progress bar, ending with a summary (messages/s, MB/s,
 latency percentiles).  ``consume`` prints messages as they arrive - one line each, or JSON lines
 with ``--json`` - and stops after ``--count`` messages, after ``--idle`` seconds without one, or on
-Ctrl-C; it commits the group's offsets when it stops.
+Ctrl-C.  With ``--group`` it is a member of that consumer group (subscribed, rebalanced, offsets
+committed when it stops); without, it reads as no group: every queue assigned, no heartbeat, offsets
+kept in memory (RocketMQ's tools read as ``TOOLS_CONSUMER`` the same way), so the brokers keep no
+trace of it - no subscription group, no ``%RETRY%`` topic, no offsets.  A topic without a route is
+an error unless ``--wait``.
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ def send(topic, body, namesrv, file_, count, size, inflight, tag, keys, props, d
          as_json) -> None:
     """Send a message to TOPIC: BODY, --file, or --count N generated ones."""
     props = _parse_props(props)
+    given = [what for what, v in (("BODY", body), ("--file", file_), ("--count", count)) if v is not None]
+    if len(given) > 1:
+        raise click.UsageError(f"give one of BODY, --file and --count, not {' and '.join(given)}")
     if count is None:
         if file_ is not None:
             data = file_.read()
@@ -174,48 +181,86 @@ def message_row(m) -> dict:
             "properties": m.properties, "body": text, "body_encoding": encoding}
 
 
+ROUTE_WAIT_INTERVAL_S = 1.0           # --wait: how often the NameServers are asked for the topic
+
+
 @click.command()
 @click.argument("topic")
 @namesrv_option
-@click.option("--group", help="Consumer group; its offsets are committed on exit. Default: a new group "
-                              "named rocketq-cli-<pid>, so reading never takes messages from a real group.")
+@click.option("--group", help="Consumer group; it is registered with the brokers and its offsets are committed "
+                              "on exit. Without --group the messages are read as no group: nothing is "
+                              "registered and nothing committed (RocketMQ's TOOLS_CONSUMER reads).")
 @click.option("--tag", "tags", default="*", show_default=True, help="Tag expression, e.g. 'TagA || TagB'.")
 @click.option("--from", "from_", default="last", show_default=True,
-              help="Where a group without offsets starts: first, last, a timestamp in ms, or an ISO date.")
+              help="Where to start: first, last (the end of each queue), a timestamp in ms, or an ISO date. "
+                   "With --group it applies only while the group has no offset for a queue, and then, as in "
+                   "RocketMQ, 'last' starts a young queue (one that still holds its first message, offset 0) "
+                   "at 0: a new group reads a new topic from its beginning.")
 @click.option("--count", type=click.IntRange(min=1), help="Stop after COUNT messages.")
 @click.option("--idle", type=click.FloatRange(min=0.1), help="Stop after IDLE seconds without a message.")
+@click.option("--wait", "wait_for_topic", is_flag=True,
+              help="If TOPIC does not exist yet, wait for it (up to --idle seconds) instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message (body as text or base64).")
-def consume(topic, namesrv, group, tags, from_, count, idle, as_json) -> None:
+def consume(topic, namesrv, group, tags, from_, count, idle, wait_for_topic, as_json) -> None:
     """Print the messages of TOPIC as they arrive."""
     consume_from, ts = _parse_from(from_)
-    group = group or f"rocketq-cli-{os.getpid()}"
-    got = run(_consume(topic, namesrv, group, tags, consume_from, ts, count, idle, as_json))
-    err().print(f"[dim]{got} message(s) from {escape(topic)} as group {escape(group)}[/dim]")
+    got = run(_consume(topic, namesrv, group, tags, consume_from, ts, count, idle, wait_for_topic, as_json))
+    who = f"as group {escape(group)}" if group else "as no group (nothing committed)"
+    err().print(f"[dim]{got} message(s) from {escape(topic)} {who}[/dim]")
 
 
-async def _consume(topic, namesrv, group, tags, consume_from, ts, count, idle, as_json) -> int:
+async def _consume(topic, namesrv, group, tags, consume_from, ts, count, idle, wait_for_topic, as_json) -> int:
     from rocketq.client import LitePullConsumer
-    c = LitePullConsumer(group, namesrv, consume_from=consume_from, consume_timestamp_ms=ts)
-    c.subscribe(topic, tags)
-    await c.start()
-    got, last = 0, time.monotonic()
+    from rocketq.client.offset_store import MemoryOffsetStore
+    from rocketq.common.system_names import TOOLS_CONSUMER_GROUP
+    c = LitePullConsumer(group or TOOLS_CONSUMER_GROUP, namesrv, consume_from=consume_from, consume_timestamp_ms=ts,
+                         offset_store=None if group else MemoryOffsetStore())
     try:
-        while count is None or got < count:
-            msgs = await c.poll(0.5, max_messages=(count - got) if count else 1024)
-            if not msgs:
-                if idle is not None and time.monotonic() - last >= idle:
-                    break
-                continue
-            last = time.monotonic()
-            for m in msgs:
-                row = message_row(m)
-                if as_json:
-                    sys.stdout.write(json.dumps(row) + "\n")
-                else:
-                    sys.stdout.write(f"{m.topic}#{m.queue_id}@{m.queue_offset} {row['msg_id']} "
-                                     f"tags={m.tags or '-'} keys={','.join(m.keys) or '-'} {row['body']}\n")
-                got += 1
-            sys.stdout.flush()
+        route = await _await_route(c.instance, topic, namesrv, wait_for_topic, idle)
+        if route is None:
+            return 0
+        if group:
+            c.subscribe(topic, tags)
+        else:       # every queue, no rebalancing and no heartbeat: the brokers keep no trace of this reader
+            await c.assign(sorted(route.read_queues()), tags)
+        await c.start()
+        return await _print_messages(c, count, idle, as_json)
     finally:
-        await c.shutdown()
+        await c.shutdown() if c.running else await c.instance.close()
+
+
+async def _await_route(instance, topic, namesrv, wait: bool, idle: float | None):
+    """The route of *topic*; without --wait a missing topic is an error, with it None after --idle."""
+    deadline = time.monotonic() + idle if idle is not None else None
+    while True:
+        route = await instance.route(topic, refresh=True)
+        if route is not None:
+            return route
+        if not wait:
+            raise click.ClickException(f"topic {topic} does not exist (the NameServers at {namesrv} have no route "
+                                       f"for it); create it with `rocketq topic create {topic}`, send to it, or "
+                                       "pass --wait to wait for it")
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(ROUTE_WAIT_INTERVAL_S)
+
+
+async def _print_messages(c, count, idle, as_json) -> int:
+    got, last = 0, time.monotonic()
+    while count is None or got < count:
+        msgs = await c.poll(0.5, max_messages=(count - got) if count else 1024)
+        if not msgs:
+            if idle is not None and time.monotonic() - last >= idle:
+                break
+            continue
+        last = time.monotonic()
+        for m in msgs:
+            row = message_row(m)
+            if as_json:
+                sys.stdout.write(json.dumps(row) + "\n")
+            else:
+                sys.stdout.write(f"{m.topic}#{m.queue_id}@{m.queue_offset} {row['msg_id']} "
+                                 f"tags={m.tags or '-'} keys={','.join(m.keys) or '-'} {row['body']}\n")
+            got += 1
+        sys.stdout.flush()
     return got

@@ -1,13 +1,16 @@
 """``rocketq run``: the main job on an embedded default, until the network broker takes over.
 
-Opens the store (``~/rocketq/store`` unless ``--store-path``), writes a demo workload in batches
+Opens a store of its own (``~/rocketq/demo-store`` unless ``--store-path``: never the server's
+``~/rocketq/store``, which a running server holds locked), writes a demo workload in batches
 of 64 over four queues, waits for the consume queues and index, reads every message back and
 checks it against what was written, looks messages up by key and by id, prints a summary and
 shuts the store down cleanly.  Ctrl-C (or SIGTERM) at any point stops the work at the next batch
 and still shuts down cleanly; the exit code is then 130.
 
 Each run tags its messages with a run id (``demo-<run>-<i>`` keys), so runs against the same
-store add to it and each checks only its own messages.
+store add to it and each checks only its own messages.  A new store is made with the ``small``
+profile unless ``--profile`` says otherwise (the demo writes ~25 MB; the default profile would
+allocate ~2.4 GiB for it); an existing store is opened with the sizes it was made with.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocketq.cli.ui import err, out, step_progress, stop_on_signals
+from rocketq.server.profiles import PROFILES, store_config
 
+DEFAULT_STORE_PATH = Path.home() / "rocketq" / "demo-store"
+DEFAULT_PROFILE = "small"
 DEFAULT_COUNT = 100_000
 BATCH_MESSAGES = 64
 READ_BATCH_MESSAGES = 32
@@ -146,7 +152,10 @@ class _Demo:
 
 @click.command()
 @click.option("--store-path", type=click.Path(path_type=Path, file_okay=False),
-              default=Path.home() / "rocketq" / "store", show_default=True, help="The store directory.")
+              default=DEFAULT_STORE_PATH, show_default=True,
+              help="The demo's store directory (not the server's ~/rocketq/store).")
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default=DEFAULT_PROFILE, show_default=True,
+              help="File sizes of a new store (see `rocketq serve --help`); an existing store keeps its own.")
 @click.option("--count", type=click.IntRange(min=1), default=None,
               help=f"Messages to write [default: {DEFAULT_COUNT:,}, or no limit with --seconds].")
 @click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -154,7 +163,7 @@ class _Demo:
 @click.option("--topic", default="DemoTopic", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of a table.")
 @click.pass_context
-def run(ctx: click.Context, store_path: Path, count: int | None, seconds: float | None, topic: str,
+def run(ctx: click.Context, store_path: Path, profile: str, count: int | None, seconds: float | None, topic: str,
         as_json: bool) -> None:
     """Open the embedded store, write a demo workload, read it back, query it, shut down cleanly."""
     from rocketq.store import MessageStore
@@ -163,7 +172,7 @@ def run(ctx: click.Context, store_path: Path, count: int | None, seconds: float 
     summary = DemoSummary(str(store_path))
     with stop_on_signals() as stop:
         with err().status(f"opening {escape(str(store_path))}"):
-            store = MessageStore(_config_for(store_path)).start()
+            store = MessageStore(_config_for(store_path, profile)).start()
         try:
             summary.recovery = "after a crash" if store.recovery.abnormal else "normal"
             summary.log_end_at_start = store.recovery.end_offset
@@ -184,15 +193,14 @@ def run(ctx: click.Context, store_path: Path, count: int | None, seconds: float 
     ctx.exit(EXIT_MISMATCH if summary.problems else 0)
 
 
-def _config_for(store_path: Path):
-    """The default configuration, with the file sizes an existing store was written with."""
-    from rocketq.store import StoreConfig
+def _config_for(store_path: Path, profile: str):
+    """The profile's configuration, or the file sizes an existing store was written with."""
     from rocketq.store.store_files import StorePaths
     paths = StorePaths(store_path)
     if paths.geometry.exists() and paths.commitlog.is_dir() and any(paths.commitlog.iterdir()):
         from rocketq.store.tools import load_geometry
         return load_geometry(paths)
-    return StoreConfig(store_path=store_path)
+    return store_config(profile, store_path=store_path)
 
 
 def _run_demo(demo: _Demo, count: int | None, seconds: float | None) -> None:

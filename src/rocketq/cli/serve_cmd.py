@@ -1,8 +1,10 @@
 """``rocketq serve`` (NameServer + broker + gRPC endpoint in one process) and ``rocketq broker``
 (a broker alone, registering with ``--namesrv``), both configured the RocketMQ way.
 
-Configuration: ``-c broker.conf`` (or ``rocketq.toml``), ``ROCKETQ_<key>`` variables, the flags
-below and ``--set key=value`` for any other key (see :mod:`rocketq.server.config`).  Both run until
+Configuration: ``--profile`` (store file sizes, :mod:`rocketq.server.profiles`), ``-c broker.conf``
+(or ``rocketq.toml``), ``ROCKETQ_<key>`` variables, the flags below and ``--set key=value`` for any
+other key (see :mod:`rocketq.server.config`), later ones winning.  Logging: INFO by default, a
+rotated ``--log-file``, ``--log-format json`` (:mod:`rocketq.cli.log_setup`).  Both run until
 Ctrl-C / SIGTERM and then shut down cleanly (the store is flushed and its abort marker removed).
 """
 
@@ -16,7 +18,10 @@ from pathlib import Path
 
 import click
 
+from rocketq.cli.log_setup import apply as apply_logging, log_options
 from rocketq.server import config as server_config
+from rocketq.server.exposure import exposure
+from rocketq.server.profiles import DEFAULT_PROFILE, PROFILES, describe_allocation, profile_entries
 
 log = logging.getLogger(__name__)
 
@@ -62,35 +67,57 @@ def _common_options(fn):
                      help="broker.conf (Java properties) or .toml file with RocketMQ key names."),
         click.option("--store-path", type=click.Path(path_type=Path),
                      help="Store root (storePathRootDir) [default: ~/rocketq/store]."),
-        click.option("--host", help="Address to listen on (bindAddress) [default: 0.0.0.0]."),
+        click.option("--host", help="Address every port listens on (bindAddress) [default: 127.0.0.1, this "
+                                    "machine only; 0.0.0.0 for every interface]. brokerIP1 only sets the "
+                                    "address announced to clients."),
         click.option("--port", type=click.IntRange(0, 65535), help="Broker port (listenPort) [default: 10911]."),
         click.option("--flush-disk-type", type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
                      help="flushDiskType [default: ASYNC_FLUSH]."),
         click.option("--acl", "acl_file", type=click.Path(dir_okay=False, path_type=Path),
                      help="Enable ACL with this plain_acl.yml (aclEnable=true, aclFile=FILE)."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any other setting; repeatable."),
+        click.option("--profile", type=click.Choice(sorted(PROFILES)), default=DEFAULT_PROFILE, show_default=True,
+                     help="Store file sizes: default = RocketMQ's (1 GiB CommitLog segments, two allocated at "
+                          "once, and a 401 MiB index: ~2.4 GiB of disk); small = 64 MiB segments and an 8 MiB "
+                          "index (~140 MiB), for laptops and CI. Settings of a file, the environment or flags "
+                          "win over the profile's."),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
 
 
-def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, **extra):
+def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, *, profile=DEFAULT_PROFILE,
+                client_env=True, **extra):
+    """Defaults < profile < file < environment < flags; *client_env*: ROCKETQ_NAMESRV is namesrvAddr."""
     overrides = {"storePathRootDir": str(store_path) if store_path else None, "bindAddress": host,
                  "listenPort": port, "flushDiskType": flush_disk_type, **extra, **_parse_sets(sets)}
     if acl_file:
         overrides.update(aclEnable="true", aclFile=str(acl_file))
-    defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "0.0.0.0"}
+    defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "127.0.0.1"}
     try:
-        cfg = server_config.build([(k, v, "default") for k, v in defaults.items()]
-                                  + (server_config.read_file(config_file) if config_file else [])
-                                  + server_config.read_env(os.environ)
-                                  + [(k, v, f"option {k}") for k, v in overrides.items() if v is not None])
+        given = (profile_entries(profile) + (server_config.read_file(config_file) if config_file else [])
+                 + server_config.read_env(os.environ, client_keys=client_env)
+                 + [(k, v, f"option {k}") for k, v in overrides.items() if v is not None])
+        cfg = server_config.build([(k, v, "default") for k, v in defaults.items()] + given)
     except server_config.ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     for warning in cfg.warnings:
         log.warning("%s", warning)
+    _log_settings(cfg, given)
     return cfg
+
+
+def _log_settings(cfg, given: list[tuple[str, object, str]]) -> None:
+    """The effective settings an operator checks first, and every setting that did not come from a default."""
+    b, st = cfg.broker, cfg.store
+    log.info("effective configuration: cluster %s, broker %s (id %d, %s), NameServers %s, store %s (%s), "
+             "ACL %s, TLS %s", b.cluster_name, b.broker_name, b.broker_id, b.broker_role, b.namesrv_addr or "-",
+             st.store_path, st.flush_disk_type, "on" if b.acl_enable else "off", b.tls.mode.value)
+    log.info("disk: the store allocates %s", describe_allocation(st))
+    if given:
+        log.info("settings given: %s", ", ".join(f"{k}={v} ({where})" for k, v, where in given))
+    log.debug("every setting: %s; %s", b, st)
 
 
 @click.command()
@@ -98,12 +125,17 @@ def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, 
 @click.option("--namesrv-port", type=click.IntRange(0, 65535), help="NameServer port [default: 9876].")
 @click.option("--grpc-port", type=click.IntRange(0, 65535), help="gRPC endpoint port (grpcServerPort) [default: 8081].")
 @click.option("--no-grpc", is_flag=True, help="Do not serve the RocketMQ 5 gRPC protocol.")
-def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, namesrv_port, grpc_port,
-          no_grpc) -> None:
-    """Run a NameServer, a broker and the gRPC endpoint in one process (the standalone mode)."""
+@log_options
+def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile, namesrv_port, grpc_port,
+          no_grpc, logging_options) -> None:
+    """Run a NameServer, a broker and the gRPC endpoint in one process (the standalone mode).
+
+    ROCKETQ_NAMESRV, which the client commands read, is ignored here: this process runs its own
+    NameServer (an extra one to register with is namesrvAddr, e.g. ROCKETQ_NAMESRVADDR)."""
     from rocketq.server.standalone import Standalone
-    cfg = load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets,
-                      namesrvListenPort=namesrv_port, grpcServerPort=-1 if no_grpc else grpc_port)
+    apply_logging(logging_options)
+    cfg = load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile=profile,
+                      client_env=False, namesrvListenPort=namesrv_port, grpcServerPort=-1 if no_grpc else grpc_port)
     server = Standalone(cfg)
 
     async def start() -> None:
@@ -112,7 +144,8 @@ def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, 
         click.echo(f"rocketq serving: NameServer {addrs['namesrv']}, broker {cfg.broker.broker_name} "
                    f"({cfg.broker.cluster_name}) {addrs['broker']}"
                    + (f", gRPC {addrs['grpc']}" if "grpc" in addrs else "")
-                   + f", store {cfg.store.store_path} ({cfg.store.flush_disk_type})", nl=True)
+                   + f", store {cfg.store.store_path} ({cfg.store.flush_disk_type}); "
+                   + exposure(server.listeners(), acl=cfg.broker.acl_enable, tls=cfg.broker.tls.mode), nl=True)
 
     async def stop() -> None:
         await server.close()
@@ -126,18 +159,23 @@ def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, 
 @click.option("--namesrv", "namesrv_addr", help="NameServer addresses, host:port;host:port (namesrvAddr).")
 @click.option("--broker-name", help="brokerName [default: broker-a].")
 @click.option("--cluster", "cluster_name", help="brokerClusterName [default: DefaultCluster].")
-def broker(config_file, store_path, host, port, flush_disk_type, acl_file, sets, namesrv_addr, broker_name,
-           cluster_name) -> None:
-    """Run a broker alone; it registers with the NameServers of --namesrv."""
+@log_options
+def broker(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile, namesrv_addr, broker_name,
+           cluster_name, logging_options) -> None:
+    """Run a broker alone; it registers with the NameServers of --namesrv (or namesrvAddr, or
+    ROCKETQ_NAMESRV: the variable the client commands read, as RocketMQ's broker reads NAMESRV_ADDR)."""
     from rocketq.broker.broker import Broker
-    cfg = load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, namesrvAddr=namesrv_addr,
-                      brokerName=broker_name, brokerClusterName=cluster_name)
+    apply_logging(logging_options)
+    cfg = load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile=profile,
+                      namesrvAddr=namesrv_addr, brokerName=broker_name, brokerClusterName=cluster_name)
     b = Broker(cfg.broker, cfg.store)
 
     async def start() -> None:
         await b.start()
-        click.echo(f"broker {cfg.broker.broker_name} ({cfg.broker.cluster_name}) listening on {b.address}, "
-                   f"store {cfg.store.store_path}", nl=True)
+        # "listening on <host:port>" first: scripts and tests read the broker's bound address there
+        click.echo(f"broker {cfg.broker.broker_name} ({cfg.broker.cluster_name}) "
+                   + exposure(b.listeners(), acl=cfg.broker.acl_enable, tls=cfg.broker.tls.mode)
+                   + f"; announced as {b.address}, store {cfg.store.store_path}", nl=True)
 
     async def stop() -> None:
         await b.close()

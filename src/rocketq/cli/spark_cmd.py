@@ -1,4 +1,4 @@
-"""``rocketq spark ...``: bulk jobs on Spark (needs the spark extra: pip install rocketq[spark]).
+"""``rocketq spark ...``: bulk jobs on Spark (needs the spark extra: pip install -e '.[spark]').
 
 Each command starts a SparkSession (``--master``, default ``local[*]``), runs one job from
 :mod:`rocketq.spark.jobs` and shows the running stage's task progress on stderr.
@@ -11,6 +11,7 @@ import threading
 import click
 from rich.table import Table
 
+from rocketq.cli.extras import require_extra
 from rocketq.cli.ui import err, out, step_progress
 
 master_option = click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
@@ -28,7 +29,7 @@ def _session(master: str):
     try:
         from rocketq.spark.session import get_session
     except ImportError as exc:
-        raise click.ClickException(f"Spark support is not installed ({exc}); pip install 'rocketq[spark]'")
+        raise click.ClickException(f"Spark support is not installed ({exc}); pip install -e '.[spark]'") from None
     return get_session(master, app="rocketq spark")
 
 
@@ -80,6 +81,7 @@ def spark() -> None:
 def export(store, namesrv, topics, topic_pattern, out_path, mode, master) -> None:
     """Write messages to Parquet, partitioned by topic and store date."""
     _check_source(store, namesrv, topics, topic_pattern)
+    require_extra("spark", "rocketq spark export")
     from rocketq.spark.jobs import export as run_export, source_frame
     session = _session(master)
     df = source_frame(session, store=store, namesrv=namesrv, topics=topics, topic_pattern=topic_pattern)
@@ -95,6 +97,7 @@ def export(store, namesrv, topics, topic_pattern, out_path, mode, master) -> Non
 def stats(store, namesrv, topics, topic_pattern, as_json, master) -> None:
     """Per topic and queue: messages, bytes, distinct keys, offsets and time range."""
     _check_source(store, namesrv, topics, topic_pattern)
+    require_extra("spark", "rocketq spark stats")
     from rocketq.spark.jobs import source_frame, stats as run_stats
     session = _session(master)
     df = source_frame(session, store=store, namesrv=namesrv, topics=topics, topic_pattern=topic_pattern)
@@ -120,6 +123,7 @@ def stats(store, namesrv, topics, topic_pattern, as_json, master) -> None:
 @master_option
 def rebuild_index(path, master) -> None:
     """Rebuild consume queues and index files of a store from its CommitLog (broker stopped)."""
+    require_extra("spark", "rocketq spark rebuild-index")
     from rocketq.spark.jobs import rebuild_index as run_rebuild
     session = _session(master)
     bar, task = step_progress(None, "segments")

@@ -3,7 +3,9 @@
 Results go to stdout; progress bars, log records and errors go to stderr, through one rich
 console so that a log line printed while a bar is live appears above it instead of tearing it.
 Bars are transient: they vanish when their work is done, and draw nothing when stderr is not a
-terminal.
+terminal.  Results piped to a file or another program are laid out for a console
+``PIPED_WIDTH_COLUMNS`` wide (rich would otherwise assume 80 columns and cut cells short with
+"…"), unless ``COLUMNS`` says otherwise.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import signal
 import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
+
+import os
+import sys
 
 from rich.console import Console
 from rich.progress import (
@@ -27,11 +32,13 @@ from rich.progress import (
 )
 
 _stderr: Console | None = None
+PIPED_WIDTH_COLUMNS = 1000
 
 
 def out() -> Console:
     """A console on the current stdout (looked up per call, so test runners can capture it)."""
-    return Console(highlight=False, soft_wrap=True)
+    piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return Console(highlight=False, soft_wrap=True, width=PIPED_WIDTH_COLUMNS if piped else None)
 
 
 def err() -> Console:

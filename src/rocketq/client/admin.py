@@ -3,6 +3,11 @@
 Topic and group changes go to every master broker of the cluster (or the ones named); routes,
 clusters and topic lists come from the NameServers; lag is each queue's broker offset minus the
 group's committed offset (GET_CONSUME_STATS on every broker that hosts the topic).
+
+A message id is either the broker's offset id (store address + commitlog offset) or the client's
+unique id (UNIQ_KEY); :meth:`Admin.view_by_id` tries the first only for ids shaped like one (see
+:mod:`rocketq.common.msgid`) and then looks the id up as a UNIQ_KEY in the index - of the topic
+given, or of every user topic (at most ``MAX_TOPICS_SEARCHED``, one request per topic and master).
 """
 
 from __future__ import annotations
@@ -12,9 +17,14 @@ from dataclasses import dataclass
 
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import Credentials, MessageQueue, MQClientError, TopicRoute
-from rocketq.common.msgid import decode_offset_msg_id
+from rocketq.common.msgid import decode_offset_msg_id, may_be_offset_msg_id
+from rocketq.common.system_names import USER, topic_kind
 from rocketq.remoting import ResponseCode
 from rocketq.store.record import StoredMessage
+
+
+MAX_TOPICS_SEARCHED = 256          # a unique id without its topic: how many topics are searched at most
+UNIQ_KEY_MATCHES = 32              # QUERY_MESSAGE maxNum for a unique id (retries share the key)
 
 
 @dataclass
@@ -81,6 +91,13 @@ class Admin:
     async def topics(self) -> list[str]:
         return await self.api.topic_list(self.instance.namesrvs)
 
+    async def topic_kinds(self) -> dict[str, str]:
+        """Every topic the NameServers list -> its kind (``user``, ``retry``, ``system``, the names
+        the clusters and brokers register, ...; :func:`rocketq.common.system_names.topic_kind`)."""
+        brokers = await self.brokers()
+        clusters, names = {b.cluster for b in brokers}, {b.broker_name for b in brokers}
+        return {t: topic_kind(t, clusters, names) for t in await self.topics()}
+
     async def route(self, topic: str) -> TopicRoute:
         route = await self.instance.route(topic, refresh=True)
         if route is None:
@@ -97,12 +114,23 @@ class Admin:
         return addrs
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
-        for addr in await self._masters(cluster):
+        """Delete *topic* on the masters and the NameServers; TOPIC_NOT_EXIST when neither the
+        NameServers nor any master knows it (RocketMQ's broker answers success either way)."""
+        masters = await self._masters(cluster)
+        if await self.instance.route(topic, refresh=True) is None and not await self._on_any(masters, topic):
+            raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist")
+        for addr in masters:
             await self.api.delete_topic_in_broker(addr, topic)
         for namesrv in self.instance.namesrvs:
             with contextlib.suppress(MQClientError):
                 await self.api.delete_topic_in_namesrv(namesrv, topic)
         self.instance.forget_route(topic)
+
+    async def _on_any(self, addrs: list[str], topic: str) -> bool:
+        for addr in addrs:
+            if topic in ((await self.api.all_topic_config(addr)).get("topicConfigTable") or {}):
+                return True
+        return False
 
     # -- groups ------------------------------------------------------------------------------
 
@@ -135,18 +163,43 @@ class Admin:
         return sorted(found.values(), key=lambda m: m.store_timestamp)
 
     async def view_by_id(self, msg_id: str, topic: str | None = None) -> StoredMessage:
-        """By offset message id (broker address + commitlog offset), or by the client's unique key
-        (UNIQ_KEY; then *topic* is needed, as in RocketMQ)."""
-        if topic:
-            for m in await self.query_by_key(topic, msg_id, 32):
-                if m.uniq_key == msg_id:
-                    return m
-        try:
+        """One message by its offset id or by the client's unique id (UNIQ_KEY), in *topic* or, without
+        it, in every user topic.  Raises MQClientError naming what was tried."""
+        given, msg_id = msg_id, msg_id.strip().upper()          # ids are printed in upper case
+        if len(msg_id) not in (32, 56) or not all(c in "0123456789ABCDEF" for c in msg_id):
+            raise MQClientError(-1, f"{given!r} is not a message id (32 or 56 hexadecimal digits)")
+        tried = []
+        if may_be_offset_msg_id(msg_id):
             host, offset = decode_offset_msg_id(msg_id)
-        except ValueError as exc:
-            raise MQClientError(-1, f"message id {msg_id!r}: {exc}") from None
-        try:
-            return await self.api.view_message(str(host), offset)
-        except MQClientError as exc:
-            hint = "" if topic else " (for a client message id, give the topic too)"
-            raise MQClientError(exc.code, f"no message with id {msg_id}{hint}: {exc.remark}", exc.address) from None
+            try:
+                return await self.api.view_message(str(host), offset)
+            except MQClientError as exc:
+                tried.append(f"as an offset id at {host}: {exc.remark or exc}")
+        topics = [topic] if topic else await self._user_topics()
+        found = await self.find_by_unique_key(msg_id, topics)
+        if found is not None:
+            return found
+        where = f"topic {topic}" if topic else f"any of the {len(topics)} user topics"
+        tried.append(f"as a client id (UNIQ_KEY) in {where}")
+        raise MQClientError(ResponseCode.QUERY_NOT_FOUND, f"no message with id {msg_id}: looked it up "
+                            + "; ".join(tried))
+
+    async def _user_topics(self) -> list[str]:
+        topics = [t for t, kind in (await self.topic_kinds()).items() if kind == USER]
+        if len(topics) > MAX_TOPICS_SEARCHED:
+            raise MQClientError(-1, f"{len(topics)} topics are too many to search for a client message id "
+                                    f"(at most {MAX_TOPICS_SEARCHED}); give the message's topic")
+        return topics
+
+    async def find_by_unique_key(self, uniq_key: str, topics: list[str]) -> StoredMessage | None:
+        """The message whose UNIQ_KEY is *uniq_key* in one of *topics* (each master's index is asked
+        directly, so no route is looked up per topic); the first stored copy when there are several."""
+        masters = await self._masters(None)
+        for topic in topics:
+            hits = []
+            for addr in masters:
+                hits += [m for m in await self.api.query_message(addr, topic, uniq_key, UNIQ_KEY_MATCHES, unique=True)
+                         if m.uniq_key == uniq_key]
+            if hits:
+                return min(hits, key=lambda m: m.store_timestamp)
+        return None

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import time
 
+from rocketq import _native
 from rocketq.acl.signing import sign
-from rocketq.broker.send import encode_batch
 from rocketq.client.model import (
     Credentials,
     MessageQueue,
@@ -28,7 +28,8 @@ from rocketq.common import fastjson
 from rocketq.common.message import Message
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rocketq.remoting.connection import Handler
-from rocketq.store.record import MIN_RECORD_BYTES, StoredMessage
+from rocketq.store.record import StoredMessage
+from rocketq.store.scan import split_records as walk_records
 
 DEFAULT_TIMEOUT_S = 3.0
 PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, PULL_FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
@@ -42,15 +43,12 @@ _PULL_STATUS = {ResponseCode.SUCCESS: PullStatus.FOUND, ResponseCode.PULL_NOT_FO
 
 
 def split_records(body: bytes) -> list[StoredMessage]:
-    """The records of a PULL_MESSAGE / QUERY_MESSAGE body, back to back in store format."""
-    out, pos, end = [], 0, len(body)
-    while pos + 4 <= end:
-        size = int.from_bytes(body[pos:pos + 4], "big")
-        if size < MIN_RECORD_BYTES or pos + size > end:
-            raise MQClientError(-1, f"malformed message record at byte {pos} of a {end}-byte body")
-        out.append(StoredMessage(body, pos))
-        pos += size
-    return out
+    """The records of a PULL_MESSAGE / QUERY_MESSAGE body, back to back in store format (walked and
+    checked natively; each message is read in place from the body)."""
+    positions, _sizes, end = walk_records(body)
+    if end != len(body):
+        raise MQClientError(-1, f"malformed message record at byte {end} of a {len(body)}-byte body")
+    return [StoredMessage(body, p) for p in positions.tolist()]
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -145,8 +143,10 @@ class MQClientAPI:
                   "j": msg.reconsume_times, "k": False}
         if batch is not None or encoded is not None:
             header["m"] = True
-            body = encoded if encoded is not None else encode_batch([(m.flag, m.body, m.properties_string())
-                                                                     for m in batch])
+            try:
+                body = encoded if encoded is not None else _native.encode_send_batch(batch)
+            except ValueError as exc:
+                raise MQClientError(-1, str(exc)) from None
             code = RequestCode.SEND_BATCH_MESSAGE
         else:
             body, code = msg.body, RequestCode.SEND_MESSAGE_V2

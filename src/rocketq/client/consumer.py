@@ -78,7 +78,7 @@ class ConsumerBase:
     def __init__(self, group: str, namesrv: str | list[str] = "127.0.0.1:9876", *,
                  model: MessageModel = MessageModel.CLUSTERING, consume_from: ConsumeFrom = ConsumeFrom.LAST,
                  consume_timestamp_ms: int = 0, credentials: Credentials | None = None, ssl_context=None,
-                 offsets_dir=None, pull_batch_size: int = 32, timeout_s: float = 3.0):
+                 offsets_dir=None, offset_store=None, pull_batch_size: int = 32, timeout_s: float = 3.0):
         self.group = group
         self.model = model
         self.consume_from = consume_from
@@ -88,8 +88,13 @@ class ConsumerBase:
         self.instance.heartbeat_data = self._heartbeat_data
         self.instance.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._on_ids_changed
         self.subscriptions: dict[str, str] = {}
-        self.offsets = RemoteOffsetStore(self.instance, group) if model == MessageModel.CLUSTERING else \
-            LocalOffsetStore(self.instance.client_id.split("#")[0].replace("@", "-") + f"-{group}", group, offsets_dir)
+        if offset_store is not None:              # e.g. MemoryOffsetStore: a reader that commits nothing
+            self.offsets = offset_store
+        elif model == MessageModel.CLUSTERING:
+            self.offsets = RemoteOffsetStore(self.instance, group)
+        else:
+            self.offsets = LocalOffsetStore(self.instance.client_id.split("#")[0].replace("@", "-") + f"-{group}",
+                                            group, offsets_dir)
         self.assigned: dict[MessageQueue, str] = {}          # queue -> tag expression
         self._pull_from: dict[MessageQueue, int] = {}         # queue -> brokerId its last pull answer suggested
         self._tasks: list[asyncio.Task] = []

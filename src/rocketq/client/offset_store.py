@@ -5,6 +5,8 @@
   (UPDATE_CONSUMER_OFFSET to the queue's master).
 * :class:`LocalOffsetStore` (broadcast model): every client keeps its own offsets in a JSON file,
   ``~/.rocketq/offsets/<clientKey>/<group>.json``, written atomically.
+* :class:`MemoryOffsetStore`: offsets live in this process only and are never committed; a reader
+  that is no group (the ``rocketq consume`` default) starts every queue where ``consume_from`` says.
 """
 
 from __future__ import annotations
@@ -46,6 +48,23 @@ class RemoteOffsetStore:
                 self._committed[mq] = offset
             except MQClientError as exc:
                 log.info("offset commit for %s failed (kept for the next round): %s", mq, exc)
+
+
+class MemoryOffsetStore:
+    def __init__(self):
+        self.table: dict[MessageQueue, int] = {}
+
+    def update(self, mq: MessageQueue, offset: int) -> None:
+        self.table[mq] = offset
+
+    def remove(self, mq: MessageQueue) -> None:
+        self.table.pop(mq, None)
+
+    async def read(self, mq: MessageQueue) -> int:
+        return self.table.get(mq, -1)
+
+    async def persist(self, queues=None) -> None:
+        pass                                  # nothing leaves the process
 
 
 class LocalOffsetStore:

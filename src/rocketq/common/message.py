@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from rocketq.common.msgid import HostAddress
 from rocketq.common.properties import check_separators
-from rocketq.common.sysflag import PROPERTY_DELAY, PROPERTY_KEYS, PROPERTY_TAGS
+from rocketq.common.sysflag import KEY_SEPARATOR, PROPERTY_DELAY, PROPERTY_KEYS, PROPERTY_TAGS
 
 DEFAULT_BORN_HOST = HostAddress(b"\x7f\x00\x00\x01", 0)
 
@@ -36,10 +36,9 @@ class Message:
     def key_list(self) -> list[str]:
         keys = self.keys
         if keys is None:
-            text = self.properties.get(PROPERTY_KEYS)
-            return text.split() if text else []
+            keys = self.properties.get(PROPERTY_KEYS) or ""
         if isinstance(keys, str):
-            return keys.split()
+            return [k for k in keys.split(KEY_SEPARATOR) if k]
         return list(keys)
 
     def properties_string(self) -> str:
@@ -61,8 +60,9 @@ class Message:
         if tags:
             parts.append(f"TAGS\x01{tags}\x02")
             pairs += 1
-        if keys:
-            parts.append(f"KEYS\x01{keys if isinstance(keys, str) else ' '.join(keys)}\x02")
+        keys_text = keys if keys is None or isinstance(keys, str) else " ".join(keys)
+        if keys_text:
+            parts.append(f"KEYS\x01{keys_text}\x02")
             pairs += 1
         if delay:
             parts.append(f"DELAY\x01{delay}\x02")

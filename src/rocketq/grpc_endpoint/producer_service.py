@@ -52,6 +52,7 @@ from rocketq.common.javahash import java_hash
 from rocketq.common.msgid import HostAddress, decode_offset_msg_id
 from rocketq.common.sysflag import (
     PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_REAL_TOPIC,
     TRANS_HALF_TOPIC,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -259,6 +260,11 @@ class ProducerService:
         half = self._broker.store.read_message(phy)
         if half is None or half.topic != TRANS_HALF_TOPIC:
             raise V2Error(Code.INVALID_TRANSACTION_ID, f"transaction id {req.transaction_id!r} names no half message")
+        # ACL checked PUB on req.topic: the half message must be that topic's, or any account with PUB
+        # somewhere could commit or roll back another topic's transaction
+        if half.properties.get(PROPERTY_REAL_TOPIC) != req.topic.name:
+            raise V2Error(Code.INVALID_TRANSACTION_ID, f"transaction id {req.transaction_id!r} is not of topic "
+                                                       f"{req.topic.name!r}")
         if req.message_id and half.properties.get("UNIQ_KEY") not in (None, req.message_id):
             raise V2Error(Code.INVALID_TRANSACTION_ID, f"transaction id {req.transaction_id!r} belongs to another "
                                                        f"message than {req.message_id!r}")

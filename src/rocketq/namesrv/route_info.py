@@ -121,7 +121,8 @@ class RouteInfoManager:
         new = QueueData(broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
         old = queues.get(broker_name)
         if old != new:
-            log.info("topic %s on %s: %s -> %s", tc.topic, broker_name, old, new)
+            log.info("route of topic %s: broker %s %s %d read / %d write queues, perm %d", tc.topic, broker_name,
+                     "serves" if old is None else "now serves", new.read_queue_nums, new.write_queue_nums, new.perm)
             queues[broker_name] = new
 
     def _set_filter_servers(self, addr: str, filter_servers: list[str] | None) -> None:

@@ -15,7 +15,7 @@ trust file changes (checked at most once a second, on new connections), as the N
 FileWatchService does in RocketMQ: connections made after the change use the new certificate.
 
 :class:`TlsListener` is that accept loop (peek, then TLS or plain), shared by the remoting server
-and the HA master (``haListenPort``, whose slave also speaks first: its 8-byte CommitLog end).  The
+and the HA master (``haListenPort``, whose slave also speaks first: its sign-in, starting with ``R``).  The
 gRPC endpoint serves the same certificate from :attr:`ServerTls.pems` (see
 ``rocketq.grpc_endpoint.endpoint``).
 """

@@ -12,7 +12,8 @@ name) for the standalone server.  Later sources win::
   continuations, as Java's ``Properties`` reads them.
 * ``.toml`` files: the same keys at top level, or inside any tables (``[broker]``, ``[store]``...),
   which are only for grouping.
-* environment: ``ROCKETQ_LISTENPORT=10921`` or ``ROCKETQ_listenPort=10921`` (case does not matter).
+* environment: ``ROCKETQ_LISTENPORT=10921`` or ``ROCKETQ_listenPort=10921`` (case does not matter);
+  ``ROCKETQ_NAMESRV``, which the client commands read, is ``namesrvAddr`` (see ``CLIENT_ENV_KEYS``).
 
 Unknown keys are errors that name the source (file and line, or variable) and suggest the closest
 known key.  Keys RocketMQ has and rocketq does not use are reported as warnings, not errors, so a
@@ -35,6 +36,10 @@ from rocketq.store import StoreConfig
 from rocketq.store.config import _coerce
 
 ENV_PREFIX = "ROCKETQ_"
+# Variables of the client commands (rocketq send/consume/topic ...), so that one environment serves
+# both kinds of command: ROCKETQ_NAMESRV is rocketq's NAMESRV_ADDR, which RocketMQ's broker reads as
+# its namesrvAddr too.  An explicit ROCKETQ_NAMESRVADDR wins over it.
+CLIENT_ENV_KEYS = {"ROCKETQ_NAMESRV": "namesrvAddr"}
 
 
 class ConfigError(ValueError):
@@ -62,6 +67,8 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "brokerFastFailureEnable": ("fast_failure", None), "waitTimeMillsInSendQueue": ("wait_in_send_queue_ms", None),
     "sendThreadPoolQueueCapacity": ("send_queue_capacity", None),
     "aclEnable": ("acl_enable", None), "aclFile": ("acl_file", None),
+    "innerClientAuthenticationCredentials": ("inner_credentials", None),
+    "validateSystemTopicWhenUpdateTopic": ("validate_system_topic", None),
     "brokerRole": ("broker_role", None), "haListenPort": ("ha_listen_port", None),
     "haMasterAddress": ("ha_master_address", None), "slaveReadEnable": ("slave_read_enable", None),
     "whichBrokerWhenConsumeSlowly": ("which_broker_when_consume_slowly", None),
@@ -69,6 +76,7 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "enableControllerMode": ("controller_mode", None), "controllerAddr": ("controller_addr", None),
     "controllerMasterRole": ("controller_master_role", None), "controllerLeaseEnable": ("controller_lease", None),
     "tls.enable": ("tls_enable", None), "tls.client.trustCertPath": ("tls_trust_cert_path", None),
+    "tls.client.certPath": ("tls_client_cert_path", None), "tls.client.keyPath": ("tls_client_key_path", None),
     "timerWheelEnable": ("timer_wheel_enable", None), "timerMaxDelaySec": ("timer_max_delay_sec", None),
 }
 # TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
@@ -151,14 +159,19 @@ def read_file(path: Path) -> list[tuple[str, object, str]]:
     return read_toml(path) if path.suffix == ".toml" else read_properties(path)
 
 
-def read_env(environ: Mapping[str, str]) -> list[tuple[str, object, str]]:
+def read_env(environ: Mapping[str, str], *, client_keys: bool = True) -> list[tuple[str, object, str]]:
+    """Entries from ROCKETQ_<key> variables; the client commands' variables (CLIENT_ENV_KEYS) become
+    their server key with *client_keys*, and are skipped without it (``serve`` has its own NameServer)."""
     by_lower = {k.lower(): k for k in known_keys()}
-    out = []
+    aliases, out = [], []
     for name, value in environ.items():
-        if name.upper().startswith(ENV_PREFIX) and not name.upper().startswith(ENV_PREFIX + "TEST_"):
+        if name.upper() in CLIENT_ENV_KEYS:
+            if client_keys:
+                aliases.append((CLIENT_ENV_KEYS[name.upper()], value, f"environment {name}"))
+        elif name.upper().startswith(ENV_PREFIX) and not name.upper().startswith(ENV_PREFIX + "TEST_"):
             raw = name[len(ENV_PREFIX):]
             out.append((by_lower.get(raw.lower(), raw), value, f"environment {name}"))
-    return out
+    return aliases + out
 
 
 def build(entries: list[tuple[str, object, str]]) -> ServerConfig:

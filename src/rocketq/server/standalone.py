@@ -2,7 +2,9 @@
 
 What ``rocketq serve`` runs.  The broker registers with the in-process NameServer (and with any
 other NameServers ``namesrvAddr`` lists), so remoting clients need only ``127.0.0.1:9876``; the
-gRPC endpoint serves RocketMQ 5 clients on ``grpcServerPort`` from the same store.  Shutdown runs
+gRPC endpoint serves RocketMQ 5 clients on ``grpcServerPort`` from the same store.  Every port binds
+``bindAddress`` (127.0.0.1 unless configured); with ACL on the NameServer reads the broker's
+``plain_acl.yml`` too.  Shutdown runs
 in reverse order and the broker's shutdown flushes the store and removes its abort marker.
 """
 
@@ -12,7 +14,9 @@ import dataclasses
 import importlib.util
 import logging
 
+from rocketq.acl import AclValidator
 from rocketq.broker.broker import Broker
+from rocketq.broker.credentials import acl_file_of
 from rocketq.namesrv.server import NameServer
 from rocketq.remoting.tls import ServerTls, TlsMode
 from rocketq.server.config import ServerConfig
@@ -44,8 +48,12 @@ class Standalone:
         bind = cfg.broker.host
         kv_path = cfg.store.store_path / "namesrv" / "kvConfig.json"
         tls = ServerTls(cfg.broker.tls) if cfg.broker.tls.mode != TlsMode.DISABLED else None
+        # the NameServer shares the broker's ACL file: its writes need an admin account, which the
+        # in-process broker signs its registration with (rocketq.broker.credentials)
+        acl = AclValidator(acl_file_of(cfg.broker.acl_file, cfg.store.store_path)) if cfg.broker.acl_enable else None
         self.namesrv = await NameServer(bind, cfg.namesrv_port, kv_path=kv_path, tls=tls,
-                                        controller=cfg.broker.controller_mode, limits=cfg.broker.limits).start()
+                                        controller=cfg.broker.controller_mode, acl=acl,
+                                        limits=cfg.broker.limits).start()
         try:
             local = f"127.0.0.1:{self.namesrv.port}"
             addrs = ";".join(a for a in (local, cfg.broker.namesrv_addr) if a)
@@ -65,6 +73,13 @@ class Standalone:
         out = {"namesrv": f"{self._shown_host()}:{self.namesrv.port}", "broker": self.broker.address}
         if self.grpc is not None:
             out["grpc"] = f"{self._shown_host()}:{self.grpc.port}"
+        return out
+
+    def listeners(self) -> list[tuple[str, str, int]]:
+        """(what, bound host, port) of every listening socket of the process."""
+        out = [("NameServer", self.namesrv.host, self.namesrv.port), *self.broker.listeners()]
+        if self.grpc is not None:
+            out.append(("gRPC", self.grpc.host, self.grpc.port))
         return out
 
     def _shown_host(self) -> str:

@@ -63,9 +63,11 @@ class RebuildResult:
     end_offset: int
 
 
-def _parse_segment(segment: Segment):
-    """Dispatch rows of every record in *segment* (runs in a Spark task); damage fails the job."""
-    from rocketq.store.scan import parse_rows, scan_segment
+def _parse_segment(segment: Segment, delay_levels_ms: list[int]):
+    """The dispatch run of every record in *segment* (runs in a Spark task; the native walk builds
+    the units and index entries, the driver writes them); damage fails the job."""
+    from rocketq import _native
+    from rocketq.store.scan import scan_segment
     with OpenSegment(segment) as opened:
         buf = opened.buffer
         scan = scan_segment(buf, segment.base, 0, len(buf), check_crc=True)
@@ -74,13 +76,13 @@ def _parse_segment(segment: Segment):
                                 f"rocketq store repair)")
         if not len(scan.positions):
             return None
-        return parse_rows(buf, segment.base, scan.positions, scan.sizes)
+        return _native.dispatch_scan(buf, 0, scan.end, base_offset=segment.base, delay_levels_ms=delay_levels_ms)
 
 
 class _Writers:
     """The store's consume-queue and index writers over fresh directories."""
 
-    def __init__(self, root: Path, geometry, delay_levels_ms: list[int]):
+    def __init__(self, root: Path, geometry):
         from rocketq.store.consume_queue import ConsumeQueue
         from rocketq.store.dispatcher import ConsumeQueueSink, IndexSink
         from rocketq.store.index_service import IndexService
@@ -97,16 +99,16 @@ class _Writers:
             return cq
 
         self.index = None
-        self.sinks = [ConsumeQueueSink(queue_for, delay_levels_ms)]
+        self.sinks = [ConsumeQueueSink(queue_for)]
         if geometry.message_index_enable:
             self.index = IndexService(self.index_dir, slot_count=geometry.index_slots,
                                       max_entries=geometry.index_max_entries)
             self.index.load(clean_shutdown=True, checkpoint_ms=0)
             self.sinks.append(IndexSink(self.index))
 
-    def dispatch(self, batch) -> None:
+    def dispatch(self, run) -> None:
         for sink in self.sinks:
-            sink.dispatch(batch)
+            sink.dispatch(run)
 
     def close(self) -> int:
         """Flush and close everything; the index's last store time (0 without an index)."""
@@ -131,16 +133,18 @@ def rebuild_index(spark, store: str, *, progress=None) -> RebuildResult:
     lock.acquire()                       # the broker must not be running (it holds the same lock)
     try:
         geometry = load_geometry(paths)
-        writers = _Writers(paths.root, geometry, StoreConfig().delay_levels_ms)
+        writers = _Writers(paths.root, geometry)
+        delays = StoreConfig().delay_levels_ms
         records, end, last_ts = 0, 0, 0
         try:
-            rdd = spark.sparkContext.parallelize(segments, max(1, len(segments))).map(_parse_segment)
-            for i, batch in enumerate(rdd.toLocalIterator(prefetchPartitions=True)):
-                if batch is not None:
-                    writers.dispatch(batch)
-                    records += len(batch)
-                    end = batch.end_offset
-                    last_ts = max(last_ts, int(batch.store_ts.max()))
+            rdd = spark.sparkContext.parallelize(segments, max(1, len(segments))).map(
+                lambda seg: _parse_segment(seg, delays))
+            for i, run in enumerate(rdd.toLocalIterator(prefetchPartitions=True)):
+                if run is not None:
+                    writers.dispatch(run)
+                    records += run.records
+                    end = run.end_offset
+                    last_ts = max(last_ts, run.max_store_timestamp)
                 if progress:
                     progress(i + 1, len(segments))
         finally:

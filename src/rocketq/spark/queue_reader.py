@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from rocketq.client.model import MQClientError, PullStatus
 from rocketq.spark import broker_io
 from rocketq.spark.decode import decode
-from rocketq.store.scan import find_records
+from rocketq.store.scan import split_records
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def read_queue(task: QueueTask) -> Iterator[pa.RecordBatch]:
 
 
 def _decoded(body: bytes, task: QueueTask, tag_set) -> Iterator[pa.RecordBatch]:
-    pos, sizes, _ = find_records(body, 0, len(body), parallel=False)
+    pos, sizes, _ = split_records(body)
     for batch in decode(body, 0, pos, sizes, broker=task.ref.broker, store_columns=False):
         batch = _keep(batch, task.start, task.end, tag_set)
         if batch.num_rows:

@@ -16,7 +16,6 @@ returned :class:`SkipReport` and logged as a warning.
 from __future__ import annotations
 
 import logging
-import struct
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -24,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rocketq import _native
 from rocketq.spark.decode import decode
 from rocketq.spark.segments import OpenSegment, Segment
-from rocketq.store.record import PHYSICAL_OFFSET_POS
-from rocketq.store.scan import _magic_positions_in, scan_segment
+from rocketq.store.scan import scan_segment
 
 log = logging.getLogger(__name__)
 
@@ -66,28 +65,12 @@ class RowFilter:
         return batch if mask is None else batch.filter(mask)
 
 
-SEARCH_WINDOW = 1 << 20
-
-
 def first_record_at_or_after(buf, base: int, lo: int, hi: int) -> int | None:
-    """Segment-relative position of the first record starting in ``[lo, hi)``, or None.
-
-    Searched window by window: the first record is normally a few hundred bytes from ``lo``, and
-    windows of zeros (the unwritten end of a segment) are passed over without a magic search.
-    """
+    """Segment-relative position of the first record starting in ``[lo, hi)``, or None (native:
+    the V1 magic at +4 and PHYSICALOFFSET equal to the position's log offset)."""
     if lo == 0:
         return 0
-    size = len(buf)
-    u8 = np.frombuffer(buf, dtype=np.uint8)
-    for w0 in range(lo, min(hi, size), SEARCH_WINDOW):
-        w1 = min(hi, size, w0 + SEARCH_WINDOW)
-        if not u8[w0:min(size, w1 + 4)].any():
-            continue
-        for cand in (_magic_positions_in(buf, w0, min(w1 + 4, size)) - 4).tolist():
-            if cand >= w0 and cand + PHYSICAL_OFFSET_POS + 8 <= size and \
-                    struct.unpack_from(">q", buf, cand + PHYSICAL_OFFSET_POS)[0] == base + cand:
-                return cand
-    return None
+    return _native.find_record_start(buf, base, lo, hi)
 
 
 def read_range(segment: Segment, lo: int, hi: int, *, max_record: int, check_crc: bool = True,
@@ -101,7 +84,7 @@ def read_range(segment: Segment, lo: int, hi: int, *, max_record: int, check_crc
         limit = min(size, hi + max_record + RECORD_OVERHEAD)
         start = first_record_at_or_after(buf, segment.base, lo, hi)
         while start is not None and start < hi:
-            scan = scan_segment(buf, segment.base, start, limit, check_crc=check_crc, parallel=False)
+            scan = scan_segment(buf, segment.base, start, limit, check_crc=check_crc)
             mine = int(np.searchsorted(scan.positions, hi))
             for c in range(0, mine, chunk_records):
                 e = min(mine, c + chunk_records)

@@ -15,6 +15,8 @@ rocketq's own and sit where RocketMQ reads nothing::
 
 Values only ever move forward while the store runs; the file is rewritten in place and
 fdatasync'ed by the flush thread.  A torn checkpoint write can only make recovery start earlier.
+The page's blocks are reserved when the file is created, so rewriting it never needs free space:
+a store on a full disk still records its progress and shuts down cleanly.
 """
 
 from __future__ import annotations
@@ -61,7 +63,16 @@ class CheckpointFile:
         self.path = Path(path)
         existed = self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.value = Checkpoint.decode(os.pread(self._fd, CHECKPOINT_SIZE, 0)) if existed else Checkpoint()
+        try:
+            self.value = Checkpoint.decode(os.pread(self._fd, CHECKPOINT_SIZE, 0)) if existed else Checkpoint()
+            if os.fstat(self._fd).st_size < CHECKPOINT_SIZE:
+                os.posix_fallocate(self._fd, 0, CHECKPOINT_SIZE)
+        except OSError as exc:
+            os.close(self._fd)
+            if not existed:
+                self.path.unlink(missing_ok=True)
+            raise OSError(exc.errno, f"cannot reserve the {CHECKPOINT_SIZE}-byte checkpoint {self.path}: "
+                                     f"{exc.strerror}") from exc
         self.existed = existed
 
     def flush(self) -> None:

@@ -59,7 +59,10 @@ class StoreConfig:
     check_crc_on_recover: bool = True
     file_reserved_time_hours: int = 72
     delete_when: str = "04"
-    disk_max_used_space_ratio: int = 75
+    disk_max_used_space_ratio: int = 75            # % used: clean early (only what retention allows and all have read)
+    disk_space_warning_level_ratio: int = 90       # % used: refuse new messages ("disk full") ...
+    disk_space_clean_forcibly_ratio: int = 85      # ... until at or below this; forced deletion starts here when on
+    clean_file_forcibly_enable: bool = False       # delete unread messages on a full disk (RocketMQ's default: true)
     clean_resource_interval_ms: int = 10_000
     dispatch_queue_max_messages: int = 1 << 17     # back-pressure: producers wait when dispatch lags this far
     schedule_poll_interval_ms: int = 100
@@ -81,6 +84,15 @@ class StoreConfig:
         parse_delay_levels(self.message_delay_level)
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
             raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}")
+        for key, value in (("diskMaxUsedSpaceRatio", self.disk_max_used_space_ratio),
+                           ("diskSpaceWarningLevelRatio", self.disk_space_warning_level_ratio),
+                           ("diskSpaceCleanForciblyRatio", self.disk_space_clean_forcibly_ratio)):
+            if not 1 <= value <= 100:
+                raise ValueError(f"{key} is a percentage of the disk used, 1..100, not {value}")
+        if self.disk_space_clean_forcibly_ratio > self.disk_space_warning_level_ratio:
+            raise ValueError(f"diskSpaceCleanForciblyRatio ({self.disk_space_clean_forcibly_ratio}) is where writes "
+                             f"resume after the disk was full, so it cannot be above diskSpaceWarningLevelRatio "
+                             f"({self.disk_space_warning_level_ratio})")
 
     @property
     def delay_levels_ms(self) -> list[int]:
@@ -108,6 +120,9 @@ class StoreConfig:
         "maxIndexNum": "index_max_entries", "messageDelayLevel": "message_delay_level",
         "checkCRCOnRecover": "check_crc_on_recover", "fileReservedTime": "file_reserved_time_hours",
         "deleteWhen": "delete_when", "diskMaxUsedSpaceRatio": "disk_max_used_space_ratio",
+        "diskSpaceWarningLevelRatio": "disk_space_warning_level_ratio",
+        "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio",
+        "cleanFileForciblyEnable": "clean_file_forcibly_enable",
         "cleanResourceInterval": "clean_resource_interval_ms", "brokerRole": "broker_role",
     }
 

@@ -2,7 +2,8 @@
 
 Writes go to ``name.tmp``, are fsync'ed, the old file is kept as ``name.bak`` and the temp file is
 renamed over the name, then the directory is fsync'ed; a crash leaves either the old or the new
-file, never half of one.  Reads fall back to ``.bak`` when the main file is missing or unreadable.
+file, never half of one, and a full disk leaves the old file and no temp file behind.  Reads fall
+back to ``.bak`` when the main file is missing or unreadable.
 
 RocketMQ writes these with fastjson, which leaves integer map keys unquoted (``{0:12}``); the
 reader accepts that, the writer emits standard JSON.
@@ -57,10 +58,14 @@ def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     payload = json.dumps(data, indent=2, sort_keys=False).encode()
-    with open(tmp, "wb") as fh:
-        fh.write(payload)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:      # a full disk: the old file is untouched; leave no half-written temp file
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror}") from exc
     if path.exists():
         os.replace(path, path.with_name(path.name + ".bak"))
     os.replace(tmp, path)

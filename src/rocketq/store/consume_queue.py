@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from rocketq.common.validation import path_component_error
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
 
@@ -36,6 +37,9 @@ RECOVER_LAST_FILES = 3
 
 class ConsumeQueue:
     def __init__(self, root: Path, topic: str, queue_id: int, entries_per_file: int):
+        err = path_component_error(topic)
+        if err:        # the broker refuses such names first; this keeps the files inside the store anyway
+            raise ValueError(f"topic {err}: no consume queue for it under {root}")
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = entries_per_file * CQ_UNIT_SIZE

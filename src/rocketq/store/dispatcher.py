@@ -1,272 +1,134 @@
-"""Building consume queues and the index from appended records (RocketMQ ``ReputMessageService``).
+"""Building consume queues and the index from the CommitLog (RocketMQ ``ReputMessageService``).
 
 Theory of operation
 -------------------
-The put path hands every appended batch to :meth:`Dispatcher.submit` (a bounded queue: when the
-dispatcher falls ``max_pending`` messages behind, producers wait).  The dispatcher thread drains
-everything queued, merges it into one columnar :class:`DispatchBatch` and feeds each sink once
-per drain, so per-call overheads (numpy, file lookups) are paid per thousands of records, not
-per record.  Recovery feeds the same sinks with batches parsed back from the log, so the live
-path and the rebuild path share one code path below the queue.
+The dispatcher reads back what the put path appended: it walks the log from ``dispatched_offset``
+to the end of the data and feeds each walked run to the sinks.  The walk is one native call per
+segment run (:func:`rocketq._native.dispatch_scan`): it parses the records and builds the 20-byte
+consume-queue units and the index entries in Rust, with the GIL released, so the writer and the
+dispatcher use both cores.  The same walk serves the live path, recovery's re-dispatch and a
+slave's replicated appends: the log is the only input, as in RocketMQ.
 
-RocketMQ's dispatcher re-reads each record from the log; rocketq passes the fields the append
-path already holds in memory instead, which saves re-parsing every record in Python.  The log
-stays the source of truth: after a restart the sinks are re-fed from the log from the last
-checkpoint, and both sinks skip what they already hold, so a re-dispatch is idempotent.
+The put path only *notifies* (:meth:`Dispatcher.notify_appended`, inside the put lock): how many
+messages it appended.  The thread dispatches whatever is there when it wakes.  When it falls
+``max_pending_messages`` behind, producers wait: back-pressure.
 
-Sinks implement ``dispatch(batch)``; the store wires :class:`ConsumeQueueSink` and
-:class:`IndexSink`, and listeners (long polling) get ``(topic, queue_id, next_offset)``.
+:meth:`Dispatcher.drive_from` moves the dispatch of small appends onto an event loop (the
+broker's): an append of fewer than ``LOOP_BATCH_MAX`` messages schedules one drain callback if none
+is pending (behind the callbacks already queued, so the producer's answer goes out first).  That
+saves a thread wake-up and two GIL hand-offs per single send, which is what one-at-a-time sends and
+a message's end-to-end latency wait on, while batch sends keep the thread.
+
+A run is dispatched whole or not at all as far as ``dispatched_offset`` is concerned: the sinks skip
+what they already hold (units below a queue's end, index entries at or below its newest offset), so
+walking a run again after a failure is harmless.  In transient-store-pool mode only bytes committed
+to the mapping are dispatched, as RocketMQ's reput reads only up to the committed position.
+
+Sinks implement ``dispatch(run)``; the store wires :class:`ConsumeQueueSink` and :class:`IndexSink`,
+and listeners (long polling) get ``(topic, queue_id, next_offset)``.
+
+A sink that fails with an ``OSError`` (a full disk when a consume-queue or index file is created)
+*stalls* dispatch instead of stopping it: the run is held with the index of the sink that failed,
+the thread tries it again with backoff (``RETRY_FIRST_S`` doubling to ``RETRY_MAX_S``, or at once on
+:meth:`Dispatcher.retry_now`), and dispatch goes on from exactly there; sinks skip what they already
+hold, so no unit is written twice and none is skipped.  One warning when a stall begins and one line
+when it ends, not one per attempt.  While stalled, :attr:`Dispatcher.blocked` says why, and the store
+refuses new writes before appending them: every record in the log is dispatched sooner or later (at
+the latest from the checkpoint after a restart), so a producer is only ever told "failed" for a
+message that was not appended.  Anything else (bytes in the log that are no record, a bug in a sink)
+stops dispatch for good and :attr:`Dispatcher.blocked` stays set.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import threading
-from collections import deque
+import time
 from dataclasses import dataclass
-from itertools import chain
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Protocol
 
-import numpy as np
-
-from rocketq.common.javahash import tag_hash
-from rocketq.common.properties import decode_properties
-from rocketq.common.sysflag import PROPERTY_DELAY, SCHEDULE_TOPIC
-from rocketq.store.commitlog import AppendedBatch
-from rocketq.store.consume_queue import CQ_DTYPE, CQ_UNIT
+from rocketq import _native
+from rocketq.store.consume_queue import CQ_UNIT_SIZE
 
 log = logging.getLogger(__name__)
 
-MAX_DRAIN_MESSAGES = 65_536
-LOOP_DRAIN_MESSAGES = 8_192   # per event-loop callback (drive_from), so one drain never holds the loop long
-LOOP_BATCH_MAX = 16           # with drive_from, batches smaller than this are dispatched on the loop
-SMALL_BATCH_MAX = 4           # rows written with struct / Python ints instead of numpy (fixed costs)
-LOOP_RETRY_S = 0.001          # the loop's next look when the thread was draining
-NOT_CONSUMABLE = 0x4          # PREPARED (0x4) and ROLLBACK (0xC) share this bit; COMMIT (0x8) does not
-ROLLBACK = 0xC
+LOOP_DRAIN_BYTES = 4 << 20     # per event-loop callback (drive_from), so one drain never holds the loop long
+LOOP_BATCH_MAX = 16            # with drive_from, appends smaller than this are dispatched on the loop
+LOOP_RETRY_S = 0.001           # the loop's next look when the thread was draining
+THREAD_DRAIN_BYTES = 64 << 20  # per walk of the thread, so waiters are told about progress in between
+RETRY_FIRST_S = 0.05           # a stalled dispatch is tried again after this long ...
+RETRY_MAX_S = 2.0              # ... doubling up to this (a freed disk is noticed within RETRY_MAX_S)
 
 
-@dataclass(slots=True)
-class DispatchBatch:
-    """Columns for records in log order."""
-
-    phys: np.ndarray             # int64 physical offsets
-    sizes: np.ndarray            # int64 record sizes
-    queue_offsets: list[int]
-    store_ts: np.ndarray         # int64 ms
-    topics: tuple
-    queue_ids: tuple
-    sys_flags: tuple
-    tags: tuple
-    keys: tuple
-    uniq_keys: tuple
-    props_text: tuple            # only read for delayed (schedule-topic) records
-
-    @property
-    def end_offset(self) -> int:
-        return int(self.phys[-1] + self.sizes[-1]) if len(self.phys) else 0
-
-    def __len__(self) -> int:
-        return len(self.phys)
-
-    @classmethod
-    def from_appended(cls, batches: list[AppendedBatch]) -> "DispatchBatch":
-        if len(batches) == 1 and batches[0].row is not None:      # one single put: no numpy merging
-            b = batches[0]
-            return cls(np.array([b.first_offset], dtype=np.int64), np.array(b.sizes, dtype=np.int64),
-                       list(b.queue_offsets), np.array([b.store_timestamp], dtype=np.int64),
-                       *_row_columns(b.row))
-        counts = [len(b.sizes) for b in batches]
-        sizes = np.fromiter(chain.from_iterable(b.sizes for b in batches), dtype=np.int64, count=sum(counts))
-        excl = np.cumsum(sizes) - sizes
-        starts = np.cumsum([0] + counts[:-1])
-        base = np.repeat(np.array([b.first_offset for b in batches], dtype=np.int64) - excl[starts], counts)
-        store_ts = np.repeat(np.array([b.store_timestamp for b in batches], dtype=np.int64), counts)
-        if all(b.row is not None for b in batches):       # a run of single puts
-            rows = list(zip(*(b.row for b in batches)))
-            cols = [rows[i] for i in ROW_COLUMNS]
-        elif len(batches) == 1:
-            cols = [tuple(c) for c in batches[0].columns]
-        else:
-            cols = [tuple(chain.from_iterable(c)) for c in zip(*(b.columns or _row_columns(b.row) for b in batches))]
-        return cls(excl + base, sizes, list(chain.from_iterable(b.queue_offsets for b in batches)), store_ts, *cols)
-
-
-# Positions of (topic, queue id, sysflag, tags, keys, uniq key, properties) in a prepare_one() row.
-ROW_COLUMNS = (0, 2, 4, 13, 14, 15, 16)
-
-
-def _row_columns(row: tuple) -> tuple:
-    return tuple((row[i],) for i in ROW_COLUMNS)
+class DispatchError(RuntimeError):
+    """The log holds bytes that are no record where the dispatcher expected one."""
 
 
 class Sink(Protocol):
-    def dispatch(self, batch: DispatchBatch) -> None: ...
+    def dispatch(self, run) -> None: ...
 
 
 class ConsumeQueueSink:
-    """Writes one 20-byte unit per consumable record into its topic/queue's consume queue."""
+    """Writes each run of 20-byte units into its topic/queue's consume queue."""
 
-    def __init__(self, queue_for: Callable[[str, int], object], delay_levels_ms: list[int],
+    def __init__(self, queue_for: Callable[[str, int], object],
                  on_arrival: Callable[[str, int, int], None] | None = None,
                  on_written: Callable[[object], None] | None = None):
         self._queue_for = queue_for
-        self._delay_ms = delay_levels_ms
         self.on_arrival = on_arrival
         self.on_written = on_written        # told after units are written (marks the queue dirty)
 
-    def dispatch(self, batch: DispatchBatch) -> None:
-        for (topic, qid), rows in _group_rows(batch):
-            if rows is None:
-                rows = np.arange(len(batch))
-            if topic == SCHEDULE_TOPIC:
-                codes = [self._deliver_time(batch, int(i)) for i in rows]
-            else:
-                tags = batch.tags
-                if tags.count(None) == len(tags):
-                    codes = 0                                   # no message has a tag (hash 0)
-                elif len(rows) != len(batch):
-                    codes = [tag_hash(tags[i]) for i in rows]
-                else:
-                    codes = list(map(tag_hash, tags))
-            qoffs = batch.queue_offsets
-            first, last = qoffs[int(rows[0])], qoffs[int(rows[-1])]
-            cq = self._queue_for(topic, qid)
-            if len(rows) <= SMALL_BATCH_MAX and last - first == len(rows) - 1:
-                self._put_few(cq, batch, rows, codes, first)
-            else:
-                units = np.empty(len(rows), dtype=CQ_DTYPE)
-                units["phy"] = batch.phys[rows]
-                units["size"] = batch.sizes[rows]
-                units["tag"] = codes
-                if last - first == len(rows) - 1:
-                    cq.put(units, first)
-                else:   # not contiguous (only after a damaged table); write unit by unit
-                    for j, i in enumerate(rows):
-                        cq.put(units[j:j + 1], qoffs[int(i)])
+    def dispatch(self, run) -> None:
+        for topic, queue_id, first, units, phy_end in run.queue_runs():
+            cq = self._queue_for(topic, queue_id)
+            cq.put_bytes(units, first, phy_end)
             if self.on_written is not None:
                 self.on_written(cq)
             if self.on_arrival is not None:
-                self.on_arrival(topic, qid, last + 1)
-
-    @staticmethod
-    def _put_few(cq, batch: DispatchBatch, rows: np.ndarray, codes, first: int) -> None:
-        """A few contiguous units packed with ``struct`` (numpy's fixed costs were most of a single send's
-        consume-queue write); the same bytes as the numpy path."""
-        phys, sizes = batch.phys[rows].tolist(), batch.sizes[rows].tolist()
-        codes = codes if isinstance(codes, list) else [codes] * len(rows)
-        data = b"".join(map(CQ_UNIT.pack, phys, sizes, codes))
-        cq.put_bytes(data, first, phys[-1] + sizes[-1])
-
-    def _deliver_time(self, batch: DispatchBatch, i: int) -> int:
-        level = int(decode_properties(batch.props_text[i]).get(PROPERTY_DELAY, "0") or 0)
-        level = max(1, min(level, len(self._delay_ms)))
-        return int(batch.store_ts[i]) + self._delay_ms[level - 1]
-
-
-def _group_rows(batch: DispatchBatch) -> Iterable[tuple[tuple[str, int], np.ndarray | None]]:
-    """((topic, queue id), row indices) for consumable rows; rows None means 'all rows'."""
-    topics, qids, flags = batch.topics, batch.queue_ids, batch.sys_flags
-    n = len(topics)
-    uniform = topics.count(topics[0]) == n and qids.count(qids[0]) == n
-    consumable_all = flags.count(0) == n or not any(map(NOT_CONSUMABLE.__and__, flags))
-    if uniform and consumable_all:
-        yield (topics[0], qids[0]), None
-        return
-    groups: dict[tuple[str, int], list[int]] = {}
-    for i, (t, q, f) in enumerate(zip(topics, qids, flags)):
-        if not f & NOT_CONSUMABLE:
-            groups.setdefault((t, q), []).append(i)
-    for key, rows in groups.items():
-        yield key, np.array(rows, dtype=np.int64)
+                self.on_arrival(topic, queue_id, first + len(units) // CQ_UNIT_SIZE)
 
 
 class IndexSink:
-    """Feeds ``topic#key`` for every KEYS word and the UNIQ_KEY to the index service."""
+    """Feeds the run's ``topic#key`` entries (every KEYS word and the UNIQ_KEY) to the index service."""
 
     def __init__(self, index_service):
         self._index = index_service
 
-    def dispatch(self, batch: DispatchBatch) -> None:
-        keys, uniqs, topics, flags = batch.keys, batch.uniq_keys, batch.topics, batch.sys_flags
-        if self._dispatch_uniform(batch):
-            return
-        full: list[str] = []
-        rows: list[int] = []
-        for i, (topic, k, u, f) in enumerate(zip(topics, keys, uniqs, flags)):
-            if f & ROLLBACK == ROLLBACK:
-                continue
-            for word in (k.split() if k else ()):
-                full.append(f"{topic}#{word}")
-                rows.append(i)
-            if u:
-                full.append(f"{topic}#{u}")
-                rows.append(i)
-        if full:
-            idx = np.array(rows, dtype=np.int64)
-            self._index.put_batch(full, batch.phys[idx], batch.store_ts[idx])
+    def dispatch(self, run) -> None:
+        if run.index_entries:
+            self._index.put_run(run)
 
-    def _dispatch_uniform(self, batch: DispatchBatch) -> bool:
-        """The common shapes without a loop per message: one topic, no rolled-back records, and
-        either every message or none with one key word, and either every message or none with a
-        unique key.  Returns False for anything else."""
-        keys, uniqs, topics = batch.keys, batch.uniq_keys, batch.topics
-        n = len(topics)
-        flags = batch.sys_flags
-        if topics.count(topics[0]) != n or (flags.count(0) != n and ROLLBACK in map(ROLLBACK.__and__, flags)):
-            return False
-        with_keys = all(keys) and " " not in "".join(keys)
-        with_uniqs = all(uniqs)
-        if not (with_keys or keys.count(None) == n) or not (with_uniqs or uniqs.count(None) == n):
-            return False
-        prefix = topics[0] + "#"
-        if with_keys and with_uniqs:                 # a message's keys, then its unique key
-            both = [None] * (2 * n)
-            both[0::2], both[1::2] = keys, uniqs
-            if n <= SMALL_BATCH_MAX // 2:
-                phys = [p for p in batch.phys.tolist() for _ in range(2)]
-                ts = [t for t in batch.store_ts.tolist() for _ in range(2)]
-            else:
-                phys, ts = np.repeat(batch.phys, 2), np.repeat(batch.store_ts, 2)
-            self._index.put_batch(both, phys, ts, prefix=prefix)
-        elif with_keys or with_uniqs:
-            self._index.put_batch(list(keys if with_keys else uniqs), batch.phys, batch.store_ts, prefix=prefix)
-        return True
+
+@dataclass(slots=True)
+class _Held:
+    """A walked run and how far it got: the sinks before ``sink`` have it."""
+
+    run: object
+    live: bool                   # walked for the put path (counts toward back-pressure)
+    sink: int = 0
+    attempts: int = 0
+    since: float = 0.0
 
 
 class Dispatcher:
-    """The dispatch thread (or event-loop callbacks) and its bounded hand-off queue.
+    """The dispatch thread (or event-loop callbacks) walking the log behind the writer.
 
-    ``submit`` is called by the CommitLog *inside its put lock*, so batches enter the queue in
-    log order (two producers' batches for one queue must reach the consume queue in offset
-    order) and the queue has a single writer: a deque append and a counter, no lock.  Draining
-    takes ``_drain_lock``, so whoever drains (the thread, a loop callback, a waiter) feeds the
-    sinks in log order.  The thread sleeps on an event only when the queue is empty, so under
-    load producers never signal it.  It dispatches as soon as it wakes: RocketMQ's reput thread
-    naps 1 ms between scans, and a 1 ms nap here measured +1.1 ms end-to-end latency at 1,000
-    msgs/s with no gain in single-put throughput (under load batches form anyway).  When it falls
-    ``max_pending`` messages behind, ``submit`` waits: back-pressure.
-
-    :meth:`drive_from` moves the dispatch of small batches onto an event loop (the broker's): a
-    submit of fewer than ``LOOP_BATCH_MAX`` messages schedules one drain callback if none is
-    pending (behind the callbacks already queued, so the producer's answer goes out first), and a
-    callback dispatches at most ``LOOP_DRAIN_MESSAGES`` before yielding to the loop; larger batches
-    still wake the thread.  That saves a thread wake-up and two GIL hand-offs per single send,
-    which is what one-at-a-time sends and a message's end-to-end latency wait on (measured: sync
-    sends 2.4k -> 4.0k/s, end-to-end p50 at 5,000/s 2.5 -> 1.7 ms), while batch sends keep the
-    thread (on the loop they lost ~7 %).  Back-pressure in that mode drains in the submitter
-    instead of waiting (a submit on the loop thread could never see the loop drain).
+    *log* is the CommitLog (its ``files`` and ``max_offset()``); *delay_levels_ms* give the
+    schedule topic's units their delivery times.  Whoever dispatches holds ``_drain_lock``, so the
+    sinks see the log in order.
     """
 
-    def __init__(self, sinks: list[Sink], *, max_pending_messages: int):
+    def __init__(self, log, sinks: list[Sink], *, delay_levels_ms: list[int], with_index: bool,
+                 max_pending_messages: int):
+        self._log = log
         self._sinks = sinks
+        self._delay_ms = list(delay_levels_ms)
+        self._with_index = with_index
         self._max_pending = max_pending_messages
-        self._queue: deque[AppendedBatch] = deque()
-        self._submitted = 0          # batches / messages handed over (single writer: the put lock)
-        self._submitted_msgs = 0
-        self._done = 0               # batches / messages dispatched (under _drain_lock)
-        self._done_msgs = 0
+        self._appended_msgs = 0      # messages the put path appended (single writer: the put lock)
+        self._done_msgs = 0          # records walked (under _drain_lock)
         self._drain_lock = threading.Lock()
         self._wake = threading.Event()
         self._idle = False
@@ -275,7 +137,10 @@ class Dispatcher:
         self._stopped = False
         self._drain_scheduled = False
         self._event_loop = None      # set by drive_from
-        self.failure: BaseException | None = None
+        self.failure: BaseException | None = None     # bytes that are no record, or a bug in a sink: stopped
+        self.blocked: str | None = None               # why dispatch is not moving (stalled or failed)
+        self._held: _Held | None = None               # the run a sink failed on, tried again first
+        self._retry_s = RETRY_FIRST_S
         self.dispatched_offset = 0
         self._thread = threading.Thread(target=self._loop, name="rocketq-dispatch", daemon=True)
 
@@ -284,67 +149,87 @@ class Dispatcher:
         self._thread.start()
 
     def drive_from(self, loop) -> None:
-        """Dispatch small batches on the asyncio *loop* from now on (the broker's)."""
+        """Dispatch small appends on the asyncio *loop* from now on (the broker's)."""
         self._event_loop = loop
-        if self._queue:
+        if self._behind():
             self._schedule_drain()
 
-    def dispatch_now(self, batch: DispatchBatch) -> None:
-        """Feed the sinks synchronously (recovery, before the thread starts)."""
-        for sink in self._sinks:
-            sink.dispatch(batch)
-        self.dispatched_offset = max(self.dispatched_offset, batch.end_offset)
+    def dispatch_range(self, start: int, end: int) -> int:
+        """Walk [start, end) now, in the caller's thread (recovery, a slave's replicated bytes), and
+        raise what a sink raises; returns how many records were dispatched."""
+        with self._drain_lock:
+            self.dispatched_offset = max(self.dispatched_offset, start) if self._thread.is_alive() else start
+            return self._walk_to(end, limit_bytes=None, live=False, stall=False)
 
-    def submit(self, batch: AppendedBatch, *, timeout_s: float = 30.0) -> None:
-        """Queue *batch* (caller holds the put lock, so calls arrive in log order)."""
-        if self.failure is not None:
-            raise RuntimeError("the dispatcher stopped on an error") from self.failure
-        self._queue.append(batch)
-        self._submitted += 1
-        self._submitted_msgs += len(batch.sizes)
-        if self._event_loop is not None and len(batch.sizes) < LOOP_BATCH_MAX:
+    def notify_appended(self, count: int, *, timeout_s: float = 30.0) -> None:
+        """The put path appended *count* messages (called under the put lock, so in log order).
+
+        Never raises: the records are in the log already, and an error here would tell their
+        producer "failed" for messages that will be delivered.  Back-pressure waits at most
+        *timeout_s*, and not at all while dispatch is stalled (the store refuses new writes then).
+        """
+        self._appended_msgs += count
+        if self._event_loop is not None and count < LOOP_BATCH_MAX:
             if not self._drain_scheduled:
                 self._schedule_drain()
         elif self._idle:
             self._wake.set()
-        if self._submitted_msgs - self._done_msgs > self._max_pending:
+        if self._appended_msgs - self._done_msgs > self._max_pending and self.blocked is None:
             if self._event_loop is not None:
                 self._drain()
-                self._raise_if_failed()
             else:
-                self._wait_for(lambda: self._submitted_msgs - self._done_msgs <= self._max_pending, timeout_s,
-                               f"the dispatcher is more than {self._max_pending} messages behind")
+                self._wake.set()
+                if not self._wait(lambda: self._appended_msgs - self._done_msgs <= self._max_pending
+                                  or self.blocked is not None, timeout_s):
+                    log.warning("the dispatcher is still more than %d messages behind after %.0f s",
+                                self._max_pending, timeout_s)
 
-    def wait_dispatched(self, timeout_s: float = 60.0) -> bool:
-        """Wait until everything submitted before this call has reached every sink."""
-        target = self._submitted
-        if self._event_loop is not None:
+    def wait_dispatched(self, timeout_s: float = 60.0, *, while_stalled: bool = True) -> bool:
+        """Wait until everything appended before this call has reached every sink; False on timeout,
+        when dispatch failed for good, or (unless *while_stalled*) as soon as it is stalled."""
+        target = self._log.max_offset()
+        if self._event_loop is not None and self._held is None:
             self._drain()
-        try:
-            self._wait_for(lambda: self._done >= target, timeout_s, "")
-        except TimeoutError:
-            return False
-        return True
+        else:
+            self._wake.set()
+        return self._wait(lambda: self.dispatched_offset >= target or (not while_stalled and self._held is not None),
+                          timeout_s) and self.dispatched_offset >= target
 
-    def _wait_for(self, predicate, timeout_s: float, what: str) -> None:
-        with self._progress:
-            self._waiters += 1
-            try:
-                ok = self._progress.wait_for(lambda: predicate() or self.failure is not None or self._stopped,
-                                             timeout_s)
-            finally:
-                self._waiters -= 1
-        self._raise_if_failed()
-        if not ok:
-            raise TimeoutError(f"{what} after {timeout_s}s" if what else f"not dispatched after {timeout_s}s")
+    def retry_now(self) -> None:
+        """Try a stalled dispatch again now, not at the end of its backoff (space was freed)."""
+        if self._held is not None:
+            self._wake.set()
 
-    def _raise_if_failed(self) -> None:
-        if self.failure is not None:
-            raise RuntimeError("the dispatcher stopped on an error") from self.failure
+    @property
+    def stalled_attempts(self) -> int:
+        """Failed attempts at the run dispatch is stalled on; 0 while dispatch moves."""
+        held = self._held
+        return held.attempts if held is not None else 0
 
     @property
     def lag_messages(self) -> int:
-        return self._submitted_msgs - self._done_msgs
+        return max(0, self._appended_msgs - self._done_msgs)
+
+    # -- waiting -------------------------------------------------------------------------------
+
+    def _wait(self, predicate, timeout_s: float) -> bool:
+        """Wait for *predicate* (re-checked after every drain); False on timeout, failure or stop."""
+        with self._progress:
+            self._waiters += 1
+            try:
+                return self._progress.wait_for(lambda: predicate() or self.failure is not None or self._stopped,
+                                               timeout_s) and self.failure is None
+            finally:
+                self._waiters -= 1
+
+    def _notify(self) -> None:
+        with self._progress:
+            self._progress.notify_all()
+
+    # -- draining ------------------------------------------------------------------------------
+
+    def _behind(self) -> bool:
+        return self.dispatched_offset < self._log.max_offset()
 
     def _schedule_drain(self) -> None:
         """One drain callback on the loop, behind what is queued there already: a put answered in this
@@ -361,72 +246,145 @@ class Dispatcher:
             self._drain_scheduled = False
 
     def _drain_step(self) -> None:
-        """One loop callback: reset the flag first, so a submit racing with this drain schedules another.
-
-        The loop never waits for the thread's drain (a large batch can take tens of ms): when the
-        thread holds the lock, it takes what is queued, and the loop looks again shortly in case a
-        batch arrived just as the thread finished.
-        """
+        """One loop callback: reset the flag first, so an append racing with this drain schedules another.
+        The loop never waits for the thread's drain: when the thread holds the lock, it takes what is
+        there, and the loop looks again shortly in case an append arrived just as it finished."""
         self._drain_scheduled = False
-        if not self._drain(LOOP_DRAIN_MESSAGES, blocking=False):
+        if self._held is not None:       # stalled: the thread retries with backoff, the loop stays out
+            return
+        if not self._drain(LOOP_DRAIN_BYTES, blocking=False):
             self._drain_scheduled = True
             try:
                 self._event_loop.call_later(LOOP_RETRY_S, self._drain_step)
             except RuntimeError:         # the loop is closed: whoever waits drains itself
                 self._drain_scheduled = False
             return
-        if self._queue and not self._drain_scheduled and self.failure is None:
+        if self._behind() and not self._drain_scheduled and self.blocked is None:
             self._schedule_drain()
 
     def _loop(self) -> None:
-        queue = self._queue
         while self.failure is None:
-            if not queue:
+            if self._held is not None:
+                if not self._stopped:
+                    self._wake.wait(self._retry_s)
+                    self._wake.clear()
+                    self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
+                self._drain(THREAD_DRAIN_BYTES)          # the held run first
+                if self._held is not None and self._stopped:
+                    return                               # the next start dispatches the rest from the checkpoint
+                continue
+            if not self._behind():
                 self._idle = True
-                if not queue and not self._stopped:
+                if not self._behind() and not self._stopped:
                     self._wake.wait()
                     self._wake.clear()
                 self._idle = False
-                if not queue and self._stopped:
+                if not self._behind() and self._stopped:
                     return
-            self._drain(MAX_DRAIN_MESSAGES)
+            self._drain(THREAD_DRAIN_BYTES)
 
-    def _drain(self, limit: int | None = None, *, blocking: bool = True) -> bool:
-        """Dispatch queued batches in log order, at most *limit* messages (all when None); False when
-        not *blocking* and someone else is draining."""
-        queue = self._queue
+    def _drain(self, limit_bytes: int | None = None, *, blocking: bool = True) -> bool:
+        """Dispatch the held run, then up to the log's end (at most *limit_bytes* of it); False when not
+        *blocking* and someone else is draining."""
         if not self._drain_lock.acquire(blocking):
             return False
         try:
-            left = limit if limit is not None else 1 << 62
-            while queue and left > 0 and self.failure is None:
-                batches = []
-                count = 0
-                while queue and count < min(left, MAX_DRAIN_MESSAGES):
-                    b = queue.popleft()
-                    batches.append(b)
-                    count += len(b.sizes)
-                left -= count
+            if self.failure is None and (self._held is None or self._feed(self._held)):
                 try:
-                    batch = DispatchBatch.from_appended(batches)
-                    for sink in self._sinks:
-                        sink.dispatch(batch)
-                except BaseException as exc:   # derived state is now behind the log: stop loudly
-                    log.exception("dispatch failed; consume queues and index stop here until restart")
-                    self.failure = exc
-                else:
-                    self.dispatched_offset = batch.end_offset
-                    self._done_msgs += count
-                    self._done += len(batches)
-                if self._waiters:
-                    self._notify()
+                    self._done_msgs += self._walk_to(self._log.max_offset(), limit_bytes=limit_bytes, live=True,
+                                                     stall=True)
+                except BaseException as exc:   # bytes that are no record, or a bug: stop loudly
+                    self._fail(exc)
         finally:
             self._drain_lock.release()
+        if self._waiters:
+            self._notify()
         return True
 
-    def _notify(self) -> None:
-        with self._progress:
-            self._progress.notify_all()
+    def _walk_to(self, end: int, *, limit_bytes: int | None, live: bool, stall: bool) -> int:
+        """Feed the sinks the records in [dispatched_offset, end) (caller holds _drain_lock); returns
+        how many records were walked.  With *stall*, a sink's OSError holds the run (see the module
+        doc) instead of being raised."""
+        files = self._log.files
+        walked = 0
+        offset = self.dispatched_offset
+        budget = limit_bytes
+        while offset < end and (budget is None or budget > 0):
+            mf = files.find(offset)
+            if mf is None:
+                first = files.min_offset()
+                if offset < first:       # expired while we were behind: nothing to dispatch there
+                    offset = self.dispatched_offset = first
+                    continue
+                break
+            base = mf.file_from_offset
+            limit = min(mf.committed, end - base)
+            start = offset - base
+            if limit <= start:
+                break
+            run = _native.dispatch_scan(mf.buffer(), start, limit, base_offset=base, delay_levels_ms=self._delay_ms,
+                                        with_index=self._with_index, max_bytes=budget)
+            if run.error is not None:
+                raise DispatchError(f"{mf.path}: {run.error}")
+            if stall:
+                held = _Held(run, live)
+                if not self._feed(held, first_try=True):
+                    break
+            else:
+                for sink in self._sinks:
+                    sink.dispatch(run)
+                self._advance(run)
+            walked += run.records
+            offset = self.dispatched_offset
+            if budget is not None:
+                budget -= run.end - start
+            if run.end == start and not run.blank:
+                break
+        return walked
+
+    def _advance(self, run) -> None:
+        files_size = self._log.files.file_size
+        self.dispatched_offset = run.base_offset + files_size if run.blank else run.end_offset
+
+    def _feed(self, held: _Held, *, first_try: bool = False) -> bool:
+        """Feed *held*'s run to the sinks from the one it stopped at; True when every sink took it."""
+        sinks = self._sinks
+        while held.sink < len(sinks):
+            try:
+                sinks[held.sink].dispatch(held.run)
+            except OSError as exc:         # a full disk (or the like): hold the run and try again later
+                self._stall(held, exc)
+                return False
+            except BaseException as exc:   # a bug: derived state is now behind the log, stop loudly
+                self._fail(exc)
+                return False
+            held.sink += 1
+        self._advance(held.run)
+        if not first_try:                  # a stalled run got through: its records count now
+            if held.live:
+                self._done_msgs += held.run.records
+            log.warning("dispatch resumed (now at commitlog offset %d) after %.1f s stalled (%d failed attempts)",
+                        self.dispatched_offset, time.monotonic() - held.since, held.attempts)
+            self._held, self.blocked, self._retry_s = None, None, RETRY_FIRST_S
+        return True
+
+    def _stall(self, held: _Held, exc: OSError) -> None:
+        held.attempts += 1
+        if self._held is None:
+            held.since = time.monotonic()
+            self._held = held
+            why = "the broker's disk is full" if exc.errno == errno.ENOSPC else "a consume-queue or index write failed"
+            self.blocked = (f"service not available now: {why} ({exc}); consume queues and index wait for it, "
+                            f"and new messages are refused until they can be written")
+            log.warning("dispatch stalled at commitlog offset %d: %s; writes are refused until it resumes, "
+                        "retrying every %.2f-%.0f s", self.dispatched_offset, exc, RETRY_FIRST_S, RETRY_MAX_S)
+            self._wake.set()               # the thread retries (when a loop callback stalled, it waits)
+
+    def _fail(self, exc: BaseException) -> None:
+        log.error("dispatch failed at commitlog offset %d; consume queues and index stop here until restart",
+                  self.dispatched_offset, exc_info=exc)
+        self.failure = exc
+        self.blocked = f"the dispatcher stopped on an error: {exc!r}; restart the broker"
 
     def shutdown(self) -> None:
         self._stopped = True

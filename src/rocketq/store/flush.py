@@ -14,7 +14,9 @@ Three services, one per RocketMQ mode:
   ``commitCommitLogLeastPages`` pages, or everything at a thorough interval), then wake the flusher.
 
 Each runs on its own daemon thread; fdatasync releases the GIL.  ``on_flushed(offset)`` lets the
-store record progress in the checkpoint.
+store record progress in the checkpoint.  A flush slower than ``SLOW_FLUSH_S`` (RocketMQ logs those
+over 500 ms too) means the disk is not keeping up: it is logged as a warning, at most once per
+``SLOW_FLUSH_LOG_INTERVAL_S`` with the count since the last one.
 """
 
 from __future__ import annotations
@@ -29,6 +31,28 @@ from rocketq.store.mapped_file import OS_PAGE_SIZE
 log = logging.getLogger(__name__)
 
 ASYNC_DEADLINE_CHECK_S = 0.05
+SLOW_FLUSH_S = 0.5
+SLOW_FLUSH_LOG_INTERVAL_S = 60.0
+
+
+class _SlowFlushLog:
+    """Times one flush call (per flush round, never per message) and warns about slow ones."""
+
+    def __init__(self, what: str):
+        self._what = what
+        self._slow, self._worst, self._next_log = 0, 0.0, 0.0
+
+    def timed(self, flush: Callable[[], int]) -> int:
+        t0 = time.monotonic()
+        result = flush()
+        took = time.monotonic() - t0
+        if took >= SLOW_FLUSH_S:
+            self._slow, self._worst = self._slow + 1, max(self._worst, took)
+            if t0 >= self._next_log:
+                log.warning("%s: %d flush(es) took %.2f s or more (slowest %.2f s); the disk is not keeping up",
+                            self._what, self._slow, SLOW_FLUSH_S, self._worst)
+                self._slow, self._worst, self._next_log = 0, 0.0, t0 + SLOW_FLUSH_LOG_INTERVAL_S
+        return result
 
 
 class _Service:
@@ -88,6 +112,7 @@ class GroupCommitService(_Service):
         self._requested = 0
         self._done = threading.Condition(threading.Lock())
         self._async_waiters: list = []
+        self._slow_log = _SlowFlushLog("SYNC_FLUSH group commit")
         self.flushed = 0
         self.broken = False
 
@@ -125,7 +150,7 @@ class GroupCommitService(_Service):
         with self._cond:
             self._cond.wait_for(lambda: self._requested > self.flushed or self._stopped,
                                 ASYNC_DEADLINE_CHECK_S if self._async_waiters else 10.0)
-        flushed = self._flush() if self._requested > self.flushed else self.flushed
+        flushed = self._slow_log.timed(self._flush) if self._requested > self.flushed else self.flushed
         with self._done:
             if flushed > self.flushed:
                 self.flushed = flushed
@@ -210,9 +235,10 @@ class PeriodicFlushService(_ThresholdService):
     def __init__(self, flush: Callable[[], int], dirty_bytes: Callable[[], int], **knobs):
         super().__init__(dirty_bytes, **knobs)
         self._flush = flush
+        self._slow_log = _SlowFlushLog("CommitLog flush")
 
     def _act(self) -> None:
-        self._flush()
+        self._slow_log.timed(self._flush)
 
 
 class CommitService(_ThresholdService):

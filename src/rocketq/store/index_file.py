@@ -32,12 +32,8 @@ Invariants
 * The header is written last in a put, so whoever reads ``indexCount = c`` under the caller's lock
   finds entries ``< c`` complete.
 
-Inserts are vectorised, because the dispatcher indexes millions of keys a second: a batch of n
-keys takes entry numbers ``c .. c+n-1`` and is written as one contiguous block.  A stable sort by
-slot puts each slot's batch entries next to each other in put order, so an entry's ``prev`` is
-its left neighbour in that order, or, for the first of its slot, the slot's old head; each touched
-slot then gets the last of its entries.  That is exactly what n single RocketMQ ``putKey`` calls
-would leave behind.
+Inserts are native (:func:`rocketq._native.index_put_run`): a run of entries per call, each
+linked exactly as one RocketMQ ``putKey`` would link it, the header written once after them.
 """
 
 from __future__ import annotations
@@ -50,8 +46,7 @@ import threading
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
+from rocketq import _native
 from rocketq.store.mapped_file import fsync_dir
 
 HEADER_SIZE = 40                    # bytes
@@ -60,14 +55,12 @@ ENTRY_SIZE = 20                     # bytes
 NO_ENTRY = 0                        # entry number meaning "empty slot" / "end of chain"
 FIRST_ENTRY = 1                     # indexCount of a file without entries
 MAX_TIME_DIFF_S = (1 << 31) - 1     # timeDiff is an int32 number of seconds
-ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("tdiff", ">i4"), ("prev", ">i4")])
 _HEADER = struct.Struct(">qqqqii")
 _SLOT = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 END_PHY_POS, INDEX_COUNT_POS = 24, 36   # header fields read alone on the put path
 _ENTRY = struct.Struct(">iqii")
-SCALAR_PUT_MAX = 4                  # batches this small are written entry by entry (see _put_one)
-assert ENTRY_DTYPE.itemsize == ENTRY_SIZE == _ENTRY.size and _HEADER.size == HEADER_SIZE
+assert ENTRY_SIZE == _ENTRY.size and _HEADER.size == HEADER_SIZE
 
 
 def index_file_size(slot_count: int, max_entries: int) -> int:
@@ -88,13 +81,6 @@ class IndexHeader(NamedTuple):
     index_count: int
 
 
-def _time_diffs(store_ts: np.ndarray, begin_ts: int) -> np.ndarray:
-    """Seconds after the file's first entry, as RocketMQ clamps them (0 while there is no begin)."""
-    if begin_ts <= 0:
-        return np.zeros(len(store_ts), dtype=np.int64)
-    return np.clip((store_ts - begin_ts) // 1000, 0, MAX_TIME_DIFF_S)
-
-
 class IndexFile:
     """One memory-mapped index file.  Not thread-safe for writers: the service serialises puts,
     selects and closes; only :meth:`flush` may run concurrently with them."""
@@ -109,7 +95,6 @@ class IndexFile:
         self._io_lock = threading.Lock()        # keeps the fd alive while flush() syncs it
         self._dirty = False
         self._fd, self._mm = self._open(create)
-        self._slots, self._entries = self._views()
         self._entries_pos = HEADER_SIZE + slot_count * SLOT_SIZE
         if create:
             _HEADER.pack_into(self._mm, 0, 0, 0, 0, 0, 0, FIRST_ENTRY)
@@ -138,12 +123,6 @@ class IndexFile:
             if create:
                 tmp.unlink(missing_ok=True)
             raise
-
-    def _views(self) -> tuple[np.ndarray, np.ndarray]:
-        """Typed views of the slot and entry regions (the only holders of the buffer export)."""
-        u8 = np.frombuffer(self._mm, dtype=np.uint8)
-        slots_end = HEADER_SIZE + self.slot_count * SLOT_SIZE
-        return u8[HEADER_SIZE:slots_end].view(">i4"), u8[slots_end:].view(ENTRY_DTYPE)
 
     def _reserve(self, fd: int) -> None:
         # Real blocks before mapping: a full disk must fail here, not as SIGBUS on a later store.
@@ -184,75 +163,28 @@ class IndexFile:
     def is_full(self) -> bool:
         return self.index_count >= self.max_entries
 
-    def put(self, hashes, phy_offsets, store_ts) -> int:
-        """Append as many (hash, offset, store time) keys as fit, in order; return how many.  Arrays,
-        or for a few keys (at most SCALAR_PUT_MAX) lists of Python ints."""
-        self._check_open()
-        h = self.header()
-        n = min(len(hashes), self.max_entries - h.index_count)
-        if n <= 0:
-            return 0
-        if len(phy_offsets) < n or len(store_ts) < n:
-            raise ValueError(f"{len(hashes)} hashes but {len(phy_offsets)} offsets and {len(store_ts)} times")
-        if n <= SCALAR_PUT_MAX:
-            for i in range(n):
-                self._put_one(h, int(hashes[i]), int(phy_offsets[i]), int(store_ts[i]))
-                h = self.header()
-            return n
-        hashes = np.asarray(hashes[:n], dtype=np.int64)
-        phys = np.asarray(phy_offsets[:n], dtype=np.int64)
-        ts = np.asarray(store_ts[:n], dtype=np.int64)
-        count = h.index_count
-        first = count == FIRST_ENTRY
-        begin_ts = int(ts[0]) if first else h.begin_timestamp
-        begin_phy = int(phys[0]) if first else h.begin_phy_offset
-        prev, heads, head_numbers, newly_used = self._link(hashes % self.slot_count, count)
-        block = np.empty(n, dtype=ENTRY_DTYPE)
-        block["hash"], block["phy"], block["tdiff"], block["prev"] = hashes, phys, _time_diffs(ts, begin_ts), prev
-        self._entries[count:count + n] = block          # one contiguous write
-        self._slots[heads] = head_numbers                # heads are unique: a well-defined scatter
-        _HEADER.pack_into(self._mm, 0, begin_ts, int(ts[-1]), begin_phy, int(phys[-1]),
-                          h.hash_slot_count + newly_used, count + n)
-        self._dirty = True
+    def tail_count(self, phy: int) -> int:
+        """How many of the newest entries, counting back from the last, point at *phy*."""
+        n = 0
+        i = self.index_count - 1
+        while i >= FIRST_ENTRY and _ENTRY.unpack_from(self._mm, self._entries_pos + i * ENTRY_SIZE)[1] == phy:
+            n += 1
+            i -= 1
         return n
 
-    def _put_one(self, h: IndexHeader, key_hash: int, phy: int, ts: int) -> None:
-        """One entry the way RocketMQ's ``putKey`` writes it (the numpy path costs ~40 us a call, too
-        much for the one-message batches of a broker that is not busy)."""
-        count = h.index_count
-        first = count == FIRST_ENTRY
-        begin_ts = ts if first else h.begin_timestamp
-        slot_pos = HEADER_SIZE + (key_hash % self.slot_count) * SLOT_SIZE
-        old = _SLOT.unpack_from(self._mm, slot_pos)[0]
-        if old <= NO_ENTRY or old > count:              # outside the written entries: empty
-            old = NO_ENTRY
-        tdiff = 0 if begin_ts <= 0 else min(max((ts - begin_ts) // 1000, 0), MAX_TIME_DIFF_S)
-        _ENTRY.pack_into(self._mm, self._entries_pos + count * ENTRY_SIZE, key_hash, phy, tdiff, old)
-        _SLOT.pack_into(self._mm, slot_pos, count)
-        _HEADER.pack_into(self._mm, 0, begin_ts, ts, phy if first else h.begin_phy_offset, phy,
-                          h.hash_slot_count + (old == NO_ENTRY), count + 1)
-        self._dirty = True
+    def put(self, entries: list[tuple[int, int, int]]) -> int:
+        """Append as many ``(hash, commitlog offset, store time)`` entries as fit, in order; return how many."""
+        self._check_open()
+        n = _native.index_put(self._mm, self.slot_count, self.max_entries, entries)
+        self._dirty = self._dirty or n > 0
+        return n
 
-    def _link(self, slots: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """Chain a batch numbered from *count*: (prev per entry, slots touched, their new heads,
-        how many of those slots were empty)."""
-        n = len(slots)
-        order = np.argsort(slots, kind="stable")         # each slot's entries together, in put order
-        s = slots[order]
-        numbers = order + count                           # entry number of each sorted position
-        first = np.ones(n, dtype=bool)
-        first[1:] = s[1:] != s[:-1]
-        last = np.ones(n, dtype=bool)
-        last[:-1] = first[1:]
-        old = self._slots[s[first]].astype(np.int64)
-        # RocketMQ treats a head outside the written entries as empty rather than follow it.
-        old[(old <= NO_ENTRY) | (old > count)] = NO_ENTRY
-        prev_sorted = np.empty(n, dtype=np.int64)
-        prev_sorted[1:] = numbers[:-1]
-        prev_sorted[first] = old
-        prev = np.empty(n, dtype=np.int64)
-        prev[order] = prev_sorted
-        return prev, s[last], numbers[last], int(np.count_nonzero(old == NO_ENTRY))
+    def put_run(self, run, start: int) -> int:
+        """Append a dispatch run's index entries from *start* on, as many as fit; return how many."""
+        self._check_open()
+        n = _native.index_put_run(self._mm, self.slot_count, self.max_entries, run, start)
+        self._dirty = self._dirty or n > 0
+        return n
 
     def select(self, key_hash: int, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """CommitLog offsets of entries with *key_hash* stored in [begin_ms, end_ms], newest first
@@ -260,10 +192,10 @@ class IndexFile:
         self._check_open()
         h = self.header()
         out: list[int] = []
-        number = int(self._slots[key_hash % self.slot_count])
+        number = _SLOT.unpack_from(self._mm, HEADER_SIZE + (key_hash % self.slot_count) * SLOT_SIZE)[0]
         steps = 0
         while NO_ENTRY < number < h.index_count and len(out) < max_num and steps < h.index_count:
-            e_hash, phy, tdiff, prev = self._entries[number].item()
+            e_hash, phy, tdiff, prev = _ENTRY.unpack_from(self._mm, self._entries_pos + number * ENTRY_SIZE)
             if tdiff < 0:
                 break
             stored = h.begin_timestamp + tdiff * 1000
@@ -308,7 +240,6 @@ class IndexFile:
                 if sync and self._dirty:
                     os.fdatasync(self._fd)
             finally:
-                del self._slots, self._entries  # drop the buffer exports, or mmap.close() refuses
                 self._mm.close()
                 os.close(self._fd)
                 self._fd = -1

@@ -28,16 +28,15 @@ list; syncing happens outside it, so a flush never stalls the dispatcher.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from rocketq.common.javahash import index_hash, index_hash_many
-from rocketq.store.index_file import FIRST_ENTRY, SCALAR_PUT_MAX, IndexFile
+from rocketq.common.javahash import index_hash
+from rocketq.store.index_file import FIRST_ENTRY, IndexFile
 
 log = logging.getLogger(__name__)
 
@@ -123,39 +122,52 @@ class IndexService:
                 return f
         return None
 
-    def put_batch(self, keys: list[str], phy_offsets: np.ndarray, store_ts: np.ndarray, *, prefix: str = "") -> None:
-        """Index ``prefix + key`` of each key at its CommitLog offset and store time (ms).
-
-        Keys are full ``topic#key`` strings, or share the ``topic#`` given as *prefix*, which is
-        folded into the hash instead of being concatenated.  Offsets must not decrease; those at
-        or below :attr:`max_phy_offset` (as it was when the call began) are skipped.
-        """
-        if not len(keys):
-            return
-        if len(phy_offsets) != len(keys) or len(store_ts) != len(keys):
-            raise ValueError(f"{len(keys)} keys but {len(phy_offsets)} offsets and {len(store_ts)} store times")
-        few = len(keys) <= SCALAR_PUT_MAX       # Python ints: numpy's fixed costs were most of one send's indexing
-        if few:
-            hashes = [index_hash(prefix + k) for k in keys]
-            phys, ts = list(map(int, phy_offsets)), list(map(int, store_ts))
-        else:
-            hashes = index_hash_many(keys, prefix)
-            phys, ts = np.asarray(phy_offsets, dtype=np.int64), np.asarray(store_ts, dtype=np.int64)
+    def put_run(self, run) -> None:
+        """Index a dispatch run's entries (``topic#key`` hashes at their CommitLog offsets and store
+        times, built natively); entries at or below :attr:`max_phy_offset` are skipped, so a
+        re-dispatched record is not indexed twice."""
         with self._lock:
             newest = self._newest_with_entries()
-            if newest is not None:                      # skip what a re-dispatch after recovery repeats
-                end = newest.end_phy_offset
-                if few:
-                    kept = [i for i, p in enumerate(phys) if p > end]
-                    if len(kept) < len(phys):
-                        hashes, phys, ts = ([col[i] for i in kept] for col in (hashes, phys, ts))
-                else:
-                    keep = phys > end
-                    if not keep.all():
-                        hashes, phys, ts = hashes[keep], phys[keep], ts[keep]
             done = 0
-            while done < len(hashes):
-                done += self._writable_file().put(hashes[done:], phys[done:], ts[done:])
+            if newest is not None:                      # a re-dispatch or a retry: skip what is held
+                end = newest.end_phy_offset
+                done = self._already_indexed(run.index_first_at(end), run.index_first_after(end), end)
+            while done < run.index_entries:
+                done += self._writable_file().put_run(run, done)
+
+    def put_batch(self, keys: list[str], phy_offsets, store_ts, *, prefix: str = "") -> None:
+        """Index ``prefix + key`` of each key at its CommitLog offset and store time (ms); offsets must
+        not decrease, and those at or below :attr:`max_phy_offset` are skipped (tools and tests; the
+        dispatcher uses :meth:`put_run`)."""
+        if len(phy_offsets) != len(keys) or len(store_ts) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(phy_offsets)} offsets and {len(store_ts)} store times")
+        entries = [(index_hash(prefix + k), int(p), int(t)) for k, p, t in zip(keys, phy_offsets, store_ts)]
+        with self._lock:
+            newest = self._newest_with_entries()
+            if newest is not None:
+                end = newest.end_phy_offset
+                phys = [e[1] for e in entries]
+                entries = entries[self._already_indexed(bisect.bisect_left(phys, end), bisect.bisect_right(phys, end),
+                                                        end):]
+            done = 0
+            while done < len(entries):
+                done += self._writable_file().put(entries[done:])
+
+    def _already_indexed(self, below: int, upto: int, end: int) -> int:
+        """How many leading entries of a put (offsets not decreasing) the index holds already: the
+        *below* ones under *end*, the newest entry's offset, and as many of the ``upto - below`` at *end*
+        as the index ends with.  The last count matters when a put stopped between two keys of one
+        record (a full disk when the next file was to be created): the retry writes exactly the keys
+        that are missing."""
+        if upto == below:
+            return below
+        held = 0
+        for f in reversed(self._files):
+            count = f.tail_count(end)
+            held += count
+            if count < f.index_count - FIRST_ENTRY:
+                break
+        return below + min(held, upto - below)
 
     def _writable_file(self) -> IndexFile:
         if self._files and not self._files[-1].is_full():

@@ -3,7 +3,7 @@ topic deletion, a slave's replicated appends, and the numbers the broker's runti
 
 from __future__ import annotations
 
-from rocketq.store.recovery import redispatch
+from rocketq.common.validation import path_component_error
 
 
 class StoreMaintenance:
@@ -12,7 +12,11 @@ class StoreMaintenance:
     def delete_topic(self, topic: str) -> int:
         """Forget *topic*: its consume queues (files deleted) and its next-offset entries (RocketMQ's
         ``deleteTopics``).  Its records stay in the CommitLog until they expire, unreachable.
-        Returns how many queues were removed."""
+        Returns how many queues were removed; raises ValueError for a name that is not one directory
+        name (``../x``, ``/abs``): nothing outside ``consumequeue/`` is ever removed."""
+        err = path_component_error(topic)
+        if err:
+            raise ValueError(f"topic {err}: not deleted")
         with self._queues_lock:
             doomed = [self._queues.pop(key) for key in [k for k in self._queues if k[0] == topic]]
             self._dirty_queues.difference_update(doomed)
@@ -45,7 +49,7 @@ class StoreMaintenance:
                 n = min(len(view), cl.file_size - mf.wrote)
                 mf.append(view[:n])
                 view, pos = view[n:], pos + n
-        redispatch(cl.files, offset, pos, self.dispatcher.dispatch_now)
+        self.dispatcher.dispatch_range(offset, pos)
         return pos
 
     def reset_queue_offsets(self) -> None:

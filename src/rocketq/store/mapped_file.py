@@ -136,6 +136,20 @@ class MappedFile:
         self.wrote = end
         return pos
 
+    def write_target(self):
+        """The buffer appends go into: the transient buffer when there is one, else the mapping
+        (for writers that encode in place, followed by :meth:`advance`)."""
+        return self.write_buffer if self.write_buffer is not None else self._mm
+
+    def advance(self, n: int) -> None:
+        """*n* bytes were written at the write position of :meth:`write_target`."""
+        end = self.wrote + n
+        if end > self.file_size:
+            raise ValueError(f"{self.path.name}: advancing {n} bytes at {self.wrote} passes the end")
+        self.wrote = end
+        if self.write_buffer is None:
+            self.committed = end
+
     def write_at(self, pos: int, data) -> None:
         """Overwrite bytes below the write position (consume-queue blanks, index headers)."""
         self._mm[pos:pos + len(data)] = data

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from itertools import accumulate
 
 from rocketq.common.message import Message
 from rocketq.common.msgid import HostAddress, decode_offset_msg_id, offset_msg_id
@@ -30,24 +29,31 @@ from rocketq.store.checkpoint import CheckpointFile
 from rocketq.store.cleaner import Cleaner
 from rocketq.store.commitlog import CommitLog
 from rocketq.store.config import SYNC_FLUSH, StoreConfig
-from rocketq.store.config_files import write_json
+from rocketq.store.config_files import ConfigFileError, read_json, write_json
 from rocketq.store.consume_queue import BLANK_SIZE, ConsumeQueue
 from rocketq.store.dispatcher import ConsumeQueueSink, Dispatcher, IndexSink
 from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlushService
 from rocketq.store.mapped_file import MappedFile
-from rocketq.store.prepare import EncodedBatch, prepare_batch, prepare_encoded, prepare_one
+from rocketq.store.prepare import Preparer, RecordBatch
 from rocketq.store.reads import QueueReader
 from rocketq.store.record import MAGIC_V1, MAGIC_V2, StoredMessage, header_struct
 
 MIN_RECORD_BYTES = header_struct(False, False).size + 3
 from rocketq.store.maintenance import StoreMaintenance
-from rocketq.store.recovery import RecoveryReport, recover_commitlog, redispatch
+from rocketq.store.recovery import RecoveryReport, recover_commitlog
 from rocketq.store.results import BatchPutResult, GetMessageResult, PutError, PutMessageResult, PutStatus
 from rocketq.store.schedule import ScheduleService
 from rocketq.store.store_files import ProcessLock, StorePaths, create_abort_marker
 from rocketq.store.transient_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
+
+
+def _read_or_none(path):
+    try:
+        return read_json(path)
+    except ConfigFileError:          # unreadable: written anew
+        return None
 
 
 class MessageStore(StoreMaintenance):
@@ -64,6 +70,10 @@ class MessageStore(StoreMaintenance):
         self.running = False
         self.recovery: RecoveryReport | None = None
         self.arrival_listeners: list = []
+        # (topic, queue id) -> lowest offset a consumer group committed; set by the broker, so that
+        # cleaning under disk pressure keeps what a group has not read yet (see Cleaner)
+        self.consumed_offsets = None
+        self._logics_flush_failing = False
         self._delay_level_count = len(self.config.delay_levels_ms)
         self._msg_id_prefix = offset_msg_id(self.store_host, 0)[:-16]
 
@@ -112,17 +122,22 @@ class MessageStore(StoreMaintenance):
                                       clock_ms=lambda: int(self._clock() * 1000))
             self.index.load(clean_shutdown=not abnormal, checkpoint_ms=self.checkpoint.value.index_msg_timestamp)
         self._load_queues()
-        sinks = [ConsumeQueueSink(self._queue_for_dispatch, cfg.delay_levels_ms, self._on_arrival,
-                                  self._mark_dirty)]
+        sinks = [ConsumeQueueSink(self._queue_for_dispatch, self._on_arrival, self._mark_dirty)]
         if self.index is not None:
             sinks.append(IndexSink(self.index))
-        self.dispatcher = Dispatcher(sinks, max_pending_messages=cfg.dispatch_queue_max_messages)
+        self.dispatcher = Dispatcher(self.commitlog, sinks, delay_levels_ms=cfg.delay_levels_ms,
+                                     with_index=self.index is not None,
+                                     max_pending_messages=cfg.dispatch_queue_max_messages)
+        self._preparer = Preparer(max_message_size=cfg.max_message_size, delay_levels=self._delay_level_count,
+                                  store_host=self.store_host)
         self.recovery = self._recover(abnormal)
-        # only now that the files opened with these sizes (a failed start must not rewrite it)
-        write_json(paths.geometry, {"commitlogFileSize": cfg.commitlog_file_size,
-                                    "consumeQueueEntries": cfg.consume_queue_entries,
-                                    "indexSlots": cfg.index_slots, "indexMaxEntries": cfg.index_max_entries,
-                                    "messageIndexEnable": cfg.message_index_enable})
+        # only now that the files opened with these sizes (a failed start must not rewrite it), and only
+        # when it changed (a store on a full disk still opens, to be read)
+        geometry = {"commitlogFileSize": cfg.commitlog_file_size, "consumeQueueEntries": cfg.consume_queue_entries,
+                    "indexSlots": cfg.index_slots, "indexMaxEntries": cfg.index_max_entries,
+                    "messageIndexEnable": cfg.message_index_enable}
+        if _read_or_none(paths.geometry) != geometry:
+            write_json(paths.geometry, geometry)
         if cfg.warm_mapped_file_enable:
             self.commitlog.files.last_for_append().warm()
         elif self.commitlog.files.files:
@@ -162,15 +177,18 @@ class MessageStore(StoreMaintenance):
             cq.recover()
             cq.truncate_dirty(end)
             cq.correct_min_offset(self.commitlog.min_offset())
-        start = min(cp.logics_flushed_offset, end) if abnormal else end
+        # also after a clean shutdown: one that came while dispatch was stalled (a full disk) left the
+        # queues behind the log, and the checkpoint says from where
+        start = min(cp.logics_flushed_offset, end)
         if not self._queues or not self.checkpoint.existed:
             start = self.commitlog.min_offset()     # queues (or the checkpoint) gone: rebuild them all
         if self.index is not None and self.index.max_phy_offset < 0 and abnormal:
             start = self.commitlog.min_offset()
         elif self.index is not None and abnormal:
             start = min(start, self.index.max_phy_offset)
+        start = max(start, self.commitlog.min_offset())
         self.dispatcher.dispatched_offset = start
-        count = redispatch(self.commitlog.files, start, end, self.dispatcher.dispatch_now) if start < end else 0
+        count = self.dispatcher.dispatch_range(start, end) if start < end else 0
         for (topic, qid), cq in self._queues.items():
             self.commitlog.queue_offsets[(topic, qid)] = cq.max_offset()
         return RecoveryReport(abnormal, scanned, end, cut, count)
@@ -197,7 +215,10 @@ class MessageStore(StoreMaintenance):
         self.schedule.load()
         self.cleaner = Cleaner(self, interval_ms=cfg.clean_resource_interval_ms,
                                reserved_hours=cfg.file_reserved_time_hours, delete_when=cfg.delete_when,
-                               max_used_ratio=cfg.disk_max_used_space_ratio, clock=self._clock)
+                               max_used_ratio=cfg.disk_max_used_space_ratio,
+                               warning_ratio=cfg.disk_space_warning_level_ratio,
+                               forcibly_ratio=cfg.disk_space_clean_forcibly_ratio,
+                               force_enable=cfg.clean_file_forcibly_enable, clock=self._clock)
         self._logics_stop = threading.Event()
         self._logics_thread = threading.Thread(target=self._logics_flush_loop, name="rocketq-flush-cq", daemon=True)
         self.dispatcher.start(self.dispatcher.dispatched_offset)
@@ -210,28 +231,37 @@ class MessageStore(StoreMaintenance):
         self.cleaner.start()
 
     def shutdown(self) -> None:
+        """Stop, flush and close.  The abort marker goes only when the checkpoint was written: a
+        shutdown that could not write it (a failing disk) leaves the next start a crash recovery.
+        A stalled dispatch (a full disk) is not waited for: the checkpoint says where it stopped and
+        the next start dispatches from there."""
         if not self.running:
             return
         self.running = False
-        self.cleaner.shutdown()
-        self.schedule.shutdown()
-        self.dispatcher.wait_dispatched(timeout_s=60)
-        self.dispatcher.shutdown()
-        if self._committer is not None:
-            self._committer.shutdown()
-        self._flusher.shutdown()
-        self._logics_stop.set()
-        self._logics_thread.join(timeout=30)
-        self._allocator.shutdown()
-        self.commitlog.close()
-        self._flush_logics(final=True)
-        for cq in self._queues.values():
-            cq.close()
-        if self.index is not None:
-            self.index.close()
-        self.checkpoint.close()
-        self.paths.abort.unlink(missing_ok=True)
-        self._lock.release()
+        try:
+            self.cleaner.shutdown()
+            self.schedule.shutdown()
+            self.dispatcher.wait_dispatched(timeout_s=60, while_stalled=False)
+            self.dispatcher.shutdown()
+            if self._committer is not None:
+                self._committer.shutdown()
+            self._flusher.shutdown()
+            self._logics_stop.set()
+            self._logics_thread.join(timeout=30)
+            self._allocator.shutdown()
+            self.commitlog.close()
+            self._flush_logics(final=True)
+            for cq in self._queues.values():
+                cq.close()
+            if self.index is not None:
+                self.index.close()
+            self.checkpoint.close()
+            self.paths.abort.unlink(missing_ok=True)
+        except OSError:
+            log.exception("store %s: shutdown could not write everything; the abort marker stays, so the next "
+                          "start recovers as after a crash", self.paths.root)
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> "MessageStore":
         return self.start() if not self.running else self
@@ -255,8 +285,14 @@ class MessageStore(StoreMaintenance):
         while not self._logics_stop.wait(interval):
             try:
                 self._flush_logics()
-            except Exception:
-                log.exception("flushing consume queues / checkpoint failed")
+            except Exception:       # logged once per episode: it is retried every interval
+                if not self._logics_flush_failing:
+                    log.exception("flushing consume queues / checkpoint failed; retrying every %.1f s", interval)
+                self._logics_flush_failing = True
+            else:
+                if self._logics_flush_failing:
+                    log.warning("flushing consume queues / checkpoint works again")
+                self._logics_flush_failing = False
 
     def _flush_logics(self, *, final: bool = False) -> None:
         dispatched = self.dispatcher.dispatched_offset
@@ -299,42 +335,43 @@ class MessageStore(StoreMaintenance):
     def _append_one(self, msg: Message) -> PutMessageResult:
         if not self.running:
             return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running")
+        refused = self.dispatcher.blocked or self.cleaner.full
+        if refused is not None:     # before appending: a refused message must never be delivered later
+            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused)
         try:
-            row = prepare_one(msg, max_message_size=self.config.max_message_size, delay_levels=self._delay_level_count)
-            appended = self.commitlog.append_one(row, clock=self._clock, on_appended=self.dispatcher.submit)
+            batch = self._preparer.messages([msg])
+            phy, store_ts = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
         except PutError as exc:
             return PutMessageResult(exc.status, error=exc.reason)
-        phy = appended.first_offset
-        return PutMessageResult(PutStatus.PUT_OK, self._msg_id_prefix + f"{phy:016X}", phy, appended.queue_offsets[0],
-                                row[2], appended.sizes[0], appended.store_timestamp)
+        return PutMessageResult(PutStatus.PUT_OK, self._msg_id_prefix + f"{phy:016X}", phy, batch.queue_offset(0),
+                                batch.queue_ids[0], batch.total_bytes, store_ts)
 
-    def put_messages(self, msgs: list[Message] | EncodedBatch) -> BatchPutResult:
+    def put_messages(self, msgs: list[Message] | RecordBatch) -> BatchPutResult:
         """Append *msgs* as one batch under one lock: all are stored, or none (with the reason).
-        An :class:`EncodedBatch` (one topic and queue, properties already encoded) skips decoding."""
-        count = len(msgs.bodies) if isinstance(msgs, EncodedBatch) else len(msgs)
+        A ``RecordBatch`` (see :meth:`stage_wire_batch`) is appended as it is."""
+        count = len(msgs)
         if not self.running:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=count)
         if not count:
             return BatchPutResult(PutStatus.PUT_OK)
+        refused = self.dispatcher.blocked or self.cleaner.full
+        if refused is not None:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused, count=count)
         try:
-            prepared = None
-            if isinstance(msgs, EncodedBatch):
-                prepared = prepare_encoded(msgs, max_message_size=self.config.max_message_size)
-                if prepared is None:
-                    msgs = msgs.to_messages()
-            if prepared is None:
-                prepared = prepare_batch(msgs, max_message_size=self.config.max_message_size,
-                                         delay_levels=self._delay_level_count)
-            batch = self.commitlog.append(prepared, clock=self._clock, on_appended=self.dispatcher.submit)
+            batch = msgs if isinstance(msgs, RecordBatch) else self._preparer.messages(msgs)
+            phy, store_ts = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
         except PutError as exc:
             return BatchPutResult(exc.status, error=exc.reason, count=count)
         status = PutStatus.PUT_OK
-        if self.group_commit is not None and not self.group_commit.wait_flushed(batch.end_offset):
+        if self.group_commit is not None and not self.group_commit.wait_flushed(phy + batch.total_bytes):
             status = PutStatus.FLUSH_DISK_TIMEOUT
-        offsets = list(accumulate(batch.sizes[:-1], initial=batch.first_offset))
-        return BatchPutResult(status, offsets=offsets, sizes=batch.sizes, queue_offsets=batch.queue_offsets,
-                              queue_ids=prepared.queue_ids, store_host=self.store_host,
-                              store_timestamp=batch.store_timestamp)
+        return BatchPutResult(status, batch=batch, first_offset=phy, store_timestamp=store_ts,
+                              store_host=self.store_host)
+
+    def stage_wire_batch(self, body: bytes, **header) -> RecordBatch | None:
+        """A SEND_BATCH_MESSAGE body as a batch to :meth:`put_messages`, or None when a message in it
+        needs the general path (a delay level); see :meth:`Preparer.wire_batch`."""
+        return self._preparer.wire_batch(body, **header)
 
     # -- consume queues ----------------------------------------------------------------------
 
@@ -373,8 +410,10 @@ class MessageStore(StoreMaintenance):
             out.setdefault(topic, []).append(qid)
         return out
 
-    def wait_dispatched(self, timeout_s: float = 60.0) -> bool:
-        return self.dispatcher.wait_dispatched(timeout_s)
+    def wait_dispatched(self, timeout_s: float = 60.0, *, while_stalled: bool = True) -> bool:
+        """Wait until what was appended so far is in its consume queue and the index; with
+        *while_stalled* False, stop waiting as soon as dispatch is stalled (a full disk)."""
+        return self.dispatcher.wait_dispatched(timeout_s, while_stalled=while_stalled)
 
     # -- reading -----------------------------------------------------------------------------
 

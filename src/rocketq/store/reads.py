@@ -11,17 +11,14 @@ Status rules (``DefaultMessageStore.getMessage``), ``max`` being the next offset
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
-from functools import lru_cache
-from itertools import accumulate, repeat
 from typing import Callable
 
-import numpy as np
-
-from rocketq.store.consume_queue import BLANK_SIZE, CQ_DTYPE, CQ_UNIT_SIZE
+from rocketq import _native
+from rocketq.store.consume_queue import CQ_UNIT_SIZE
 from rocketq.store.record import StoredMessage
 from rocketq.store.results import GetMessageResult, GetStatus
+from rocketq.store.scan import split_records
 
 MAX_PULL_BYTES = 4 << 20
 
@@ -48,94 +45,51 @@ class QueueReader:
         return self._read_units(cq, offset, max(1, max_count), tag_codes, max_bytes or MAX_PULL_BYTES, lo, hi)
 
     def _read_units(self, cq, offset, max_count, tag_codes, max_bytes, lo, hi) -> GetMessageResult:
-        raw = cq.get_unit_bytes(offset, max_count)
-        if not raw:
+        units = cq.get_unit_bytes(offset, max_count)
+        if not units:
             return GetMessageResult(GetStatus.OFFSET_FOUND_NULL, [], offset + 1, lo, hi)
-        if tag_codes is None:
-            fast = self._contiguous(raw, max_bytes)
-            if fast is not None:
-                return GetMessageResult(GetStatus.FOUND, fast[0], offset + len(fast[0]), lo, hi, fast[1])
-        units = np.frombuffer(raw, dtype=CQ_DTYPE)
-        phys, sizes = units["phy"].astype(np.int64), units["size"].astype(np.int64)
-        real = sizes != BLANK_SIZE
-        alive = real & (phys >= self._log.min_offset())
-        take = alive if tag_codes is None else alive & np.isin(units["tag"], np.fromiter(tag_codes, np.int64))
-        # stop before the unit that would push the answer past max_bytes (the first one always goes)
-        total = np.cumsum(np.where(take, sizes, 0))
-        over = np.flatnonzero(take & (total > max_bytes) & (total - sizes > 0))
-        consumed = int(over[0]) if len(over) else len(units)
-        chosen = np.flatnonzero(take[:consumed])
-        records, removed = self._read_records(phys[chosen], sizes[chosen])
-        removed = removed or bool((real[:consumed] & ~alive[:consumed]).any())
-        if records:
-            status = GetStatus.FOUND
-        else:
-            status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
-        return GetMessageResult(status, records, offset + consumed, lo, hi,
-                                int(phys[chosen[-1]]) if len(chosen) else -1)
-
-    def _read_records(self, phys: np.ndarray, sizes: np.ndarray) -> tuple[RecordRun | list, bool]:
-        """The records at *phys*, copied once straight from the segment when they share one, else one by one."""
-        if len(phys) == 0:
-            return [], False
-        blob = self._log.gather(phys.tolist(), sizes.tolist())
-        if blob is None:
-            parts = [self._log.read(p, n) for p, n in zip(phys.tolist(), sizes.tolist())]
-            kept = [p for p in parts if p is not None]
-            if len(kept) < len(parts):
-                return list(map(StoredMessage, kept)), True
-            blob = b"".join(kept)
-        cuts = np.zeros(len(sizes) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=cuts[1:])
-        return RecordRun(blob, cuts.tolist()), False
-
-    def _contiguous(self, raw: bytes, max_bytes: int) -> tuple[RecordRun, int] | None:
-        """The common case - units pointing at back-to-back records, no filter - with one read: the
-        records and the log offset of the last one.
-
-        Returns None when the general path is needed (gaps, blanks, too many bytes, records
-        spanning segments or already expired).  Done on the units as Python ints (one ``struct``
-        call): for a few dozen units, numpy's per-call costs were most of a small read.
-        """
-        units = _units_struct(len(raw) // CQ_UNIT_SIZE).unpack(raw)
-        phys, sizes = units[0::3], units[1::3]
-        first = phys[0]
-        cuts = list(accumulate(sizes, initial=0))        # a blank unit's size makes this exceed max_bytes
-        if cuts[-1] > max_bytes or first < self._log.min_offset():
-            return None
-        if len(phys) > 1 and phys != tuple(map(first.__add__, cuts[:-1])):
-            return None
-        blob = self._log.read(first, cuts[-1])
-        if blob is None:
-            return None
-        return RecordRun(blob, cuts), phys[-1]
-
-
-@lru_cache(maxsize=64)
-def _units_struct(n: int) -> struct.Struct:
-    return struct.Struct(">" + "qiq" * n)
+        codes = list(tag_codes) if tag_codes is not None else None
+        log_min = self._log.min_offset()
+        blobs, count, consumed, last, removed, budget = [], 0, 0, -1, False, max_bytes
+        while consumed * CQ_UNIT_SIZE < len(units):     # one native read per segment the records are in
+            rest = units[consumed * CQ_UNIT_SIZE:] if consumed else units
+            mf = self._log.files.find(int.from_bytes(rest[:8], "big", signed=True)) or self._log.files.last
+            if mf is None:
+                break
+            blob, n, used, at, gone, stop = _native.read_units(rest, mf.buffer(), mf.file_from_offset, mf.committed,
+                                                               log_min=log_min, max_bytes=budget, tag_codes=codes)
+            blobs.append(blob)
+            count, consumed, removed, budget = count + n, consumed + used, removed or gone, budget - len(blob)
+            last = at if at >= 0 else last
+            if stop != "segment" or (used == 0 and n == 0) or budget <= 0:
+                break
+        if count:
+            blob = blobs[0] if len(blobs) == 1 else b"".join(blobs)
+            return GetMessageResult(GetStatus.FOUND, RecordRun(blob, count), offset + consumed, lo, hi, last)
+        status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
+        return GetMessageResult(status, [], offset + consumed, lo, hi, -1)
 
 
 class RecordRun(Sequence):
     """Back-to-back records read in one piece: ``blob`` is what a PULL_MESSAGE body carries, and
     the :class:`StoredMessage` objects are made only if someone looks at them (a pull of 1,024
-    records then costs one slice, not 1,024 header parses)."""
+    records then costs one copy, not 1,024 header parses)."""
 
-    __slots__ = ("blob", "_cuts", "_messages")
+    __slots__ = ("blob", "_count", "_messages")
 
-    def __init__(self, blob: bytes, cuts: list[int]):
+    def __init__(self, blob: bytes, count: int):
         self.blob = blob
-        self._cuts = cuts
+        self._count = count
         self._messages: list | None = None
 
     def _all(self) -> list:
         if self._messages is None:
-            cuts = self._cuts
-            self._messages = list(map(StoredMessage, repeat(self.blob, len(cuts) - 1), cuts[:-1]))
+            positions, _sizes, _end = split_records(self.blob)
+            self._messages = [StoredMessage(self.blob, p) for p in positions.tolist()]
         return self._messages
 
     def __len__(self) -> int:
-        return len(self._cuts) - 1
+        return self._count
 
     def __getitem__(self, i):
         return self._all()[i]

@@ -199,8 +199,9 @@ class StoredMessage:
 
     @property
     def keys(self) -> list[str]:
+        """The KEYS words: split on single spaces, empty words dropped (RocketMQ's KEY_SEPARATOR)."""
         text = self.properties.get(PROPERTY_KEYS)
-        return text.split() if text else []
+        return [k for k in text.split(" ") if k] if text else []
 
     @property
     def uniq_key(self) -> str | None:

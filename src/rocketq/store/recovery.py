@@ -14,6 +14,13 @@ The first record that fails is judged against ``physicFlushedOffset`` from the c
 * before it, acknowledged data is damaged: start-up stops with :class:`CorruptionError`, naming
   the file and offset and the command that repairs it.  Nothing is skipped silently.
 
+Records are checked by magic, size, offset and body CRC, so a tear that loses only bytes of the
+topic / properties tail would pass, and never-written bytes read as zero.  The last byte of that
+tail is the last byte of the properties (every conforming writer ends them with ``\x02``) or,
+when they are empty, of the topic (legal topic characters only): zero there means a tear.  Only
+records at or after the checkpoint's flushed offset are judged this way - those are the only ones
+a crash can have torn.
+
 Then consume queues drop units pointing past the new end, and the records after the checkpoint's
 ``logicsFlushedOffset`` are dispatched again (the sinks skip what they already hold).
 """
@@ -23,18 +30,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import numpy as np
-
 from rocketq.store.checkpoint import Checkpoint
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
 from rocketq.store.record import RecordError
-from rocketq.store.scan import SegmentScan, parse_rows, scan_segment, unwritten_tails
+from rocketq.store.scan import SegmentScan, scan_segment
 
 log = logging.getLogger(__name__)
 
 NORMAL_RECOVERY_FILES = 3
-REDISPATCH_CHUNK_RECORDS = 50_000
 
 
 class CorruptionError(RuntimeError):
@@ -70,9 +74,9 @@ def recover_commitlog(files: MappedFileQueue, checkpoint: Checkpoint, *, abnorma
     scanned = 0
     for i in range(start, len(segs)):
         mf = segs[i]
-        result = scan_segment(mf.buffer(), mf.file_from_offset, 0, files.file_size, check_crc=check_crc)
-        if abnormal:
-            result = _cut_unwritten_tail(mf.buffer(), mf.file_from_offset, result, checkpoint.physic_flushed_offset)
+        # after a crash, records past the flushed offset may be torn in their tail: see the module doc
+        result = scan_segment(mf.buffer(), mf.file_from_offset, 0, files.file_size, check_crc=check_crc,
+                              torn_from=checkpoint.physic_flushed_offset if abnormal else None)
         scanned += result.end
         if result.blank:
             mf.set_positions(files.file_size)
@@ -86,29 +90,6 @@ def recover_commitlog(files: MappedFileQueue, checkpoint: Checkpoint, *, abnorma
         cut = _cut_after(files, mf, result, i)
         return end, scanned, cut
     return files.max_offset(), scanned, 0
-
-
-def _cut_unwritten_tail(buf, base: int, result: SegmentScan, flushed_offset: int) -> SegmentScan:
-    """End the valid data at the first unflushed record whose tail reads as never written.
-
-    Records are checked by magic, size, offset and body CRC, so a tear that loses only bytes of the
-    topic / properties tail would pass, and never-written bytes read as zero.  The last byte of that
-    tail is the last byte of the properties (every conforming writer ends them with ``\x02``) or,
-    when they are empty, of the topic (legal topic characters only): zero there means a tear.  Only
-    records at or after the checkpoint's flushed offset are judged this way - those are the only
-    ones a crash can have torn.
-    """
-    pos, sizes = result.positions, result.sizes
-    first = int(np.searchsorted(pos, flushed_offset - base))
-    if first == len(pos):
-        return result
-    torn = np.flatnonzero(unwritten_tails(buf, pos[first:], sizes[first:]))
-    if len(torn) == 0:
-        return result
-    i = first + int(torn[0])
-    at = int(pos[i])
-    err = RecordError(base + at, "the last byte of its topic/properties tail is zero: never written")
-    return SegmentScan(pos[:i], sizes[:i], at, False, err)
 
 
 def _start_index(segs: list[MappedFile], checkpoint: Checkpoint, abnormal: bool) -> int:
@@ -146,25 +127,3 @@ def _cut_after(files: MappedFileQueue, mf: MappedFile, result: SegmentScan, inde
             cut += files.file_size
     files.truncate(mf.file_from_offset + result.end, zero_tail=False)
     return cut
-
-
-def redispatch(files: MappedFileQueue, from_offset: int, end_offset: int, dispatch) -> int:
-    """Parse records in [from_offset, end_offset) and feed them to *dispatch*; returns how many."""
-    total = 0
-    offset = max(from_offset, files.min_offset())
-    while offset < end_offset:
-        mf = files.find(offset)
-        if mf is None:
-            break
-        rel = offset - mf.file_from_offset
-        limit = min(files.file_size, end_offset - mf.file_from_offset)
-        result = scan_segment(mf.buffer(), mf.file_from_offset, rel, limit, check_crc=False)
-        for s in range(0, len(result.positions), REDISPATCH_CHUNK_RECORDS):
-            pos = result.positions[s:s + REDISPATCH_CHUNK_RECORDS]
-            dispatch(parse_rows(mf.buffer(), mf.file_from_offset, pos, result.sizes[s:s + REDISPATCH_CHUNK_RECORDS]))
-            total += len(pos)
-        if result.blank or result.end >= limit:
-            offset = mf.file_from_offset + files.file_size if result.blank else mf.file_from_offset + limit
-        else:
-            break
-    return total

@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-import numpy as np
 
-from rocketq.common.hexdigits import hex_digits
 from rocketq.common.msgid import HostAddress, offset_msg_id
 
 
@@ -64,60 +62,55 @@ class PutMessageResult:
 class BatchPutResult:
     """Results of one ``put_messages`` call; items are built on access (the batch path is hot)."""
 
-    __slots__ = ("status", "error", "_offsets", "_sizes", "_queue_offsets", "_queue_ids", "_store_host",
-                 "store_timestamp")
+    __slots__ = ("status", "error", "_batch", "first_offset", "store_timestamp", "_count", "_store_host")
 
-    def __init__(self, status: PutStatus, *, error: str | None = None, offsets=(), sizes=(),
-                 queue_offsets=(), queue_ids=(), store_host: HostAddress | None = None, store_timestamp: int = 0,
-                 count: int = 0):
+    def __init__(self, status: PutStatus, *, error: str | None = None, batch=None, first_offset: int = -1,
+                 store_timestamp: int = 0, store_host: HostAddress | None = None, count: int = 0):
         self.status = status
         self.error = error
-        self._offsets = offsets if offsets or not count else [-1] * count
-        self._sizes = sizes if sizes or not count else [0] * count
-        self._queue_offsets = queue_offsets if queue_offsets or not count else [-1] * count
-        self._queue_ids = queue_ids if queue_ids or not count else [-1] * count
-        self._store_host = store_host
+        self._batch = batch                  # the appended RecordBatch, None when nothing was stored
+        self.first_offset = first_offset
         self.store_timestamp = store_timestamp
+        self._count = len(batch) if batch is not None else count
+        self._store_host = store_host
 
     @property
     def ok(self) -> bool:
         return self.status == PutStatus.PUT_OK
 
+    @property
+    def end_offset(self) -> int:
+        """Where the batch ends in the log (what a replica must reach), -1 when nothing was stored."""
+        return self.first_offset + self._batch.total_bytes if self._batch is not None else -1
+
     def __len__(self) -> int:
-        return len(self._offsets)
+        return self._count
 
     def __getitem__(self, i: int) -> PutMessageResult:
-        phy = self._offsets[i]
-        msg_id = offset_msg_id(self._store_host, phy) if phy >= 0 and self._store_host else None
-        return PutMessageResult(self.status, msg_id, phy, self._queue_offsets[i], self._queue_ids[i],
-                                self._sizes[i], self.store_timestamp, self.error)
+        b = self._batch
+        if not -self._count <= i < self._count:
+            raise IndexError(i)
+        if b is None:
+            return PutMessageResult(self.status, None, -1, -1, -1, 0, 0, self.error)
+        i %= self._count
+        sizes = b.sizes
+        phy = self.first_offset + sum(sizes[:i])
+        return PutMessageResult(self.status, offset_msg_id(self._store_host, phy), phy, b.queue_offset(i),
+                                b.queue_ids[i], sizes[i], self.store_timestamp, self.error)
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
     @property
     def msg_ids(self) -> list[str]:
-        """All offset message ids."""
-        return self.joined_msg_ids().split(",") if self._offsets else []
+        """All offset message ids (of offset -1 for a batch that was not stored)."""
+        return self.joined_msg_ids().split(",") if self._count else []
 
     def joined_msg_ids(self) -> str:
-        """The offset message ids joined with ',', as a batch send response carries them: the host
-        part once, the offsets' hex digits for the whole batch in a few numpy operations."""
-        host, offsets = self._store_host, self._offsets
-        n = len(offsets)
-        if n < _VECTOR_IDS_MIN or min(offsets) < 0:
-            return ",".join(offset_msg_id(host, p) for p in offsets)
-        host_bytes = host.packed
-        raw = np.empty((n, len(host_bytes) + 8), dtype=np.uint8)
-        raw[:, :len(host_bytes)] = np.frombuffer(host_bytes, dtype=np.uint8)
-        raw[:, len(host_bytes):] = np.asarray(offsets, dtype=">u8").view(np.uint8).reshape(n, 8)
-        out = np.empty((n, 2 * raw.shape[1] + 1), dtype=np.uint8)
-        out[:, :-1] = hex_digits(raw)
-        out[:, -1] = ord(",")
-        return out.tobytes()[:-1].decode()
-
-
-_VECTOR_IDS_MIN = 32
+        """The offset message ids joined with ',', as a batch send response carries them."""
+        if self._batch is None:
+            return ",".join([offset_msg_id(self._store_host, -1)] * self._count) if self._store_host else ""
+        return self._batch.joined_msg_ids(self._store_host.packed, self.first_offset)
 
 
 class GetStatus(str, Enum):

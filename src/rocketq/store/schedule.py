@@ -40,6 +40,7 @@ class ScheduleService:
         self._last_persist = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rocketq-schedule", daemon=True)
+        self._failing = False        # a re-put or persist failed (a full disk): logged once, retried each poll
 
     def load(self) -> None:
         data = read_json(self._path) or {}
@@ -62,7 +63,9 @@ class ScheduleService:
                 if self._dirty and time.monotonic() - self._last_persist >= PERSIST_INTERVAL_S:
                     self.persist()
             except Exception:
-                log.exception("delay-level delivery failed; retrying next poll")
+                if not self._failing:
+                    log.exception("delay-level delivery failed; retrying every poll")
+                self._failing = True
 
     def deliver_due(self) -> int:
         """Re-put every message whose time has come; returns how many were delivered."""
@@ -107,8 +110,12 @@ class ScheduleService:
         props.pop(PROPERTY_DELAY, None)
         msg = m.to_message(topic=topic, properties=props, queue_id=int(props.get(PROPERTY_REAL_QUEUE_ID, "0")))
         result = self._store.put_message(msg)
-        if not result.ok:
-            log.warning("re-putting delayed message at offset %d failed: %s", phy, result.status)
+        if not result.ok and not self._failing:
+            log.warning("re-putting delayed message at offset %d failed: %s (%s); retrying every poll",
+                        phy, result.status, result.error)
+        if result.ok and self._failing:
+            log.warning("delay-level delivery works again")
+        self._failing = not result.ok
         return result.ok
 
     def encode(self) -> dict:
@@ -140,4 +147,9 @@ class ScheduleService:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
-        self.persist()
+        try:
+            if self._dirty:
+                self.persist()
+        except OSError as exc:      # a full disk: the older progress stays; at-least-once, nothing lost
+            log.error("delay-level progress not saved at shutdown (%s); messages delivered since the last save "
+                      "will be delivered again after the restart", exc)

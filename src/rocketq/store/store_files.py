@@ -15,6 +15,7 @@ store is open; finding it at start means the last run did not shut down cleanly.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -71,8 +72,14 @@ class ProcessLock:
             os.close(fd)
             raise StoreOpenError(f"store {self.path.parent} is in use by another process (pid {holder}); "
                                  f"stop it first or choose another --store-path") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        pid = str(os.getpid()).encode()
+        try:            # over the old pid first: an existing lock file needs no new space (a full disk)
+            os.pwrite(fd, pid, 0)
+            os.ftruncate(fd, len(pid))
+        except OSError:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise
         self._fd = fd
 
     def release(self) -> None:
@@ -83,9 +90,14 @@ class ProcessLock:
 
 
 def create_abort_marker(path: Path) -> None:
+    """The marker is its existence; the pid in it is for people, and left out on a full disk."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, str(os.getpid()).encode())
+        try:
+            os.write(fd, str(os.getpid()).encode())
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
         os.fsync(fd)
     finally:
         os.close(fd)

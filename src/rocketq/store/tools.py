@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from rocketq.common.javahash import index_hash_many, tag_hash
+from rocketq.common.javahash import index_hash, tag_hash
 from rocketq.store.checkpoint import CheckpointFile
 from rocketq.store.config import StoreConfig
 from rocketq.store.config_files import read_json
@@ -159,19 +159,15 @@ def verify_store(path: Path, *, progress: Progress = None) -> VerifyReport:
     return report
 
 
-def _collect(batch, expected, keys, key_phys) -> None:
-    for i in range(len(batch)):
-        flag = batch.sys_flags[i]
-        topic = batch.topics[i]
-        phy = int(batch.phys[i])
-        if not flag & 0x4:
-            expected.setdefault((topic, batch.queue_ids[i]), []).append(
-                (batch.queue_offsets[i], phy, int(batch.sizes[i]), batch.tags[i]))
-        if flag & 0xC == 0xC:
+def _collect(rows, expected, keys, key_phys) -> None:
+    for r in rows:
+        if not r.sys_flag & 0x4:
+            expected.setdefault((r.topic, r.queue_id), []).append((r.queue_offset, r.physical_offset, r.size, r.tags))
+        if r.sys_flag & 0xC == 0xC:
             continue
-        for k in (batch.keys[i] or "").split() + ([batch.uniq_keys[i]] if batch.uniq_keys[i] else []):
-            keys.append(f"{topic}#{k}")
-            key_phys.append(phy)
+        for k in r.keys + ([r.uniq_key] if r.uniq_key else []):
+            keys.append(f"{r.topic}#{k}")
+            key_phys.append(r.physical_offset)
 
 
 def _verify_queues(paths: StorePaths, expected: dict, report: VerifyReport) -> None:
@@ -229,7 +225,7 @@ def _verify_index(paths: StorePaths, keys: list[str], key_phys: list[int], repor
     if not present:
         report.problem(f"{paths.index}: no index entries, but the log has {len(keys)} keys")
         return
-    hashes = index_hash_many(keys).tolist()
+    hashes = [index_hash(k) for k in keys]
     report.index_keys = len(keys)
     missing = [(k, p) for k, h, p in zip(keys, hashes, key_phys) if (h, p) not in present]
     for k, p in missing[:20]:

@@ -1,0 +1,150 @@
+"""rocketq._native: the per-message loops of rocketq's data path, in Rust (``native/``, PyO3).
+
+Every function takes and returns buffers, ints and lists, one call per batch or run: no Python
+object per message crosses the boundary where a buffer will do.  Segments stay ``mmap`` objects
+owned by Python; kernels write into them through the buffer protocol and hold the export for the
+call.  Kernels that copy, checksum or walk more than ``64 KiB`` release the GIL while they do.
+
+Parsers of bytes from the network or the disk never panic and never read out of bounds: bad input
+becomes ``BatchFormatError`` / ``BatchError`` or an ``error`` field naming the offset.
+"""
+
+from typing import Callable
+
+BUILD_PROFILE: str
+"""``"release"`` or ``"debug"``: how the extension was built (benchmarks refuse a debug build)."""
+VERSION: str
+
+class BatchError(ValueError):
+    """A message the store refuses; ``args`` are ``(PutStatus name, reason naming the message)``."""
+
+class BatchFormatError(ValueError):
+    """A SEND_BATCH_MESSAGE body that does not parse; the message names the byte or record."""
+
+def java_hash(text: str) -> int:
+    """Java ``String.hashCode`` of *text* (UTF-16 code units), as a signed int32."""
+
+def index_hash(text: str) -> int:
+    """The index key hash: ``abs(hashCode)``, ``Integer.MIN_VALUE`` mapped to 0."""
+
+def body_crc(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32 (IEEE) of *data* masked to 31 bits, as records store body CRCs."""
+
+class RecordBatch:
+    """Records staged for one CommitLog append: validated, CRCs computed, sizes known.
+
+    Bodies and properties are read where they are (the batch keeps the source objects alive).
+    Prepared and rolled-back transaction records (sysflag bit 0x4) belong to no queue group.
+    """
+
+    @staticmethod
+    def from_wire(body: bytes, topic: str, queue_id: int, *, sys_flag: int, born_timestamp: int, born_ip: bytes,
+                  born_port: int, reconsume_times: int, max_body_bytes: int, store_v6: bool,
+                  check_topic: Callable[[str], str | None] | None = None) -> "RecordBatch | None":
+        """A SEND_BATCH_MESSAGE body (``i32 total | i32 magic | i32 crc | i32 flag | i32 bodyLen | body |
+        i16 propsLen | props`` per message) for one topic and queue; None when a message carries a
+        ``DELAY`` property.  Raises BatchFormatError for bytes that do not parse, BatchError for a
+        message the store refuses (size limits, properties that are not ``k\\x01v\\x02`` pairs)."""
+
+    @staticmethod
+    def from_messages(msgs: list, *, max_body_bytes: int, store_v6: bool, general: Callable[[object], tuple],
+                      check_topic: Callable[[str], str | None] | None = None) -> "RecordBatch":
+        """``Message`` objects.  A plain message (no user properties, no delay level, IPv4 born host) is
+        read here and gets ``TAGS\\x01t\\x02KEYS\\x01k1 k2\\x02``; any other is passed to
+        ``general(msg)``, which returns a row as :meth:`from_rows` takes."""
+
+    @staticmethod
+    def from_rows(rows: list[tuple], *, max_body_bytes: int, store_v6: bool,
+                  check_topic: Callable[[str], str | None] | None = None) -> "RecordBatch":
+        """Rows ``(topic, queue_id, flag, sys_flag, born_timestamp, born_ip, born_port, reconsume_times,
+        prepared_offset, body, properties_bytes)``."""
+
+    def __len__(self) -> int: ...
+    @property
+    def total_bytes(self) -> int:
+        """Bytes the records take in the log."""
+    @property
+    def sizes(self) -> list[int]: ...
+    @property
+    def queue_ids(self) -> list[int]: ...
+    def groups(self) -> list[tuple[str, int, int]]:
+        """``(topic, queue_id, count)`` of the consumable records, one per queue, first-seen order."""
+
+    @property
+    def queue_offsets(self) -> list[int]:
+        """Each record's queue offset once appended (0 for prepared/rolled-back records)."""
+    def queue_offset(self, i: int) -> int: ...
+
+    def append_to(self, dest, pos: int, table: dict[tuple[str, int], int], *, physical_offset: int,
+                  store_timestamp: int, store_ip: bytes, store_port: int) -> None:
+        """Encode the records at ``dest[pos:]`` (a writable buffer: the segment's mapping or transient
+        buffer) as the log's bytes from *physical_offset*, queue offsets from *table*
+        (``(topic, queue_id) -> next offset``, advanced; prepared and rolled-back records get 0); a born
+        timestamp of 0 becomes the store timestamp.  The caller holds the put lock; once per batch."""
+
+    def joined_msg_ids(self, store_host: bytes, physical_offset: int) -> str:
+        """The records' offset message ids (upper-case hex of packed host + offset) joined with ','."""
+
+class DispatchRun:
+    """What :func:`dispatch_scan` found in a run of records (picklable, for Spark tasks)."""
+
+    end: int                      # segment-relative position the walk reached
+    blank: bool                   # stopped at the segment's blank record
+    records: int
+    error: str | None             # bytes that are no record stopped the walk
+    base_offset: int
+    max_store_timestamp: int
+    @property
+    def end_offset(self) -> int: ...
+    @property
+    def index_entries(self) -> int: ...
+    def queue_runs(self) -> list[tuple[str, int, int, bytes, int]]:
+        """``(topic, queue_id, first queue offset, 20-byte units, end of the last unit's record)`` per
+        run of consecutive queue offsets, log order within each queue."""
+    def index_first_after(self, physical_offset: int) -> int:
+        """The first index entry whose commitlog offset is above *physical_offset*."""
+    def index_list(self) -> list[tuple[int, int, int]]:
+        """``(hash, commitlog offset, store time)`` of every index entry."""
+
+def dispatch_scan(segment, start: int, end: int, *, base_offset: int, delay_levels_ms: list[int],
+                  with_index: bool = True, max_bytes: int | None = None) -> DispatchRun:
+    """Walk the records of ``segment[start:end]`` and build their consume-queue units (tags code =
+    ``hashCode(TAGS)``, or in ``SCHEDULE_TOPIC_XXXX`` the delivery time) and index entries (every KEYS
+    word and the UNIQ_KEY as ``topic#key``; not for rolled-back records)."""
+
+def index_put(file, slot_count: int, max_entries: int, entries: list[tuple[int, int, int]]) -> int:
+    """Put ``(hash, commitlog offset, store time)`` entries into the mapped index *file* as RocketMQ's
+    ``putKey`` would, one after the other; returns how many fit."""
+
+def index_put_run(file, slot_count: int, max_entries: int, run: DispatchRun, start: int) -> int:
+    """:func:`index_put` of a run's index entries from *start* on."""
+
+def scan_segment(segment, base_offset: int | None, start: int, limit: int, *, check_crc: bool,
+                 torn_from: int | None = None) -> tuple[bytes, bytes, int, bool, tuple[int, str] | None]:
+    """Walk and check records of ``segment[start:limit]``: ``(positions, sizes, end, blank, error)``,
+    positions and sizes as native-endian int64 arrays in bytes.  *base_offset* None: records not at
+    their log position (a pull's body), PHYSICALOFFSET unchecked.  *torn_from*: a record at or after
+    that offset whose tail ends in a zero byte stops the walk (a crash's tear)."""
+
+def find_record_start(segment, base_offset: int, lo: int, hi: int) -> int | None:
+    """First position in ``[lo, hi)`` holding the V1 magic at +4 and its own log offset as PHYSICALOFFSET."""
+
+def read_units(units: bytes, segment, seg_base: int, readable: int, *, log_min: int, max_bytes: int,
+               tag_codes: list[int] | None = None) -> tuple[bytes, int, int, int, bool, str]:
+    """The records consume-queue *units* point at in *segment* (log offsets ``[seg_base, seg_base +
+    readable)``), back to back: ``(records, count, units consumed, offset of the last record or -1,
+    expired records seen, stop)``.  Blank units, units below *log_min* (expired) and units whose tags
+    code is not in *tag_codes* are consumed without a record; a record that would pass *max_bytes*
+    (once one is taken) stops with "budget"; one in another segment stops with "segment"."""
+
+def record_columns(buf, positions) -> dict:
+    """Arrow buffers of every Spark column for the records at *positions* (an int64 buffer) in *buf*:
+    fixed-width columns as little-endian bytes, strings/binary as ``(validity or None, int32 offsets,
+    data)``, the properties map as ``map_offsets`` + ``prop_keys`` + ``prop_values`` (a repeated name
+    keeps its first place and last value); ``rows`` decoded (fewer when a column would pass 2 GiB),
+    ``uniform_topic``, ``compressed`` row numbers, ``error`` (None or why the record at row ``rows``
+    does not parse)."""
+
+def encode_send_batch(msgs: list) -> bytes:
+    """A SEND_BATCH_MESSAGE body of ``Message`` objects (the client side of :meth:`RecordBatch.from_wire`),
+    properties built as ``Message.properties_string`` builds them; ValueError names a bad message."""

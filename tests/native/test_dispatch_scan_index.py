@@ -1,0 +1,144 @@
+"""The native dispatch walk, index insert and segment scan against the reference, on generated logs.
+
+Logs are built by the reference encoder from hypothesis-generated records (tags, keys, unique keys,
+delay levels in the schedule topic, prepared and rolled-back transaction records, IPv6 hosts, a
+blank record at the end), then damaged at random for the scanner: flipped bytes, torn tails,
+truncation.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import Rec, dispatch, encode_log, index_put, scan
+
+from rocketq import _native
+
+DELAYS = [1000, 5000, 10000, 30000]
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+WORD = st.text(st.characters(blacklist_characters="\x01\x02 ", blacklist_categories=("Cs",)), min_size=1, max_size=6)
+IPS = [(bytes([10, 0, 0, 1]), 7), (bytes(15) + b"\x01", 9)]
+
+
+@st.composite
+def records(draw):
+    topic = draw(st.sampled_from(["T", "U", "SCHEDULE_TOPIC_XXXX", "Tx_%|-9"]))
+    props = {}
+    if draw(st.booleans()):
+        props["TAGS"] = draw(st.text(max_size=6).filter(lambda t: "\x01" not in t and "\x02" not in t))
+    if draw(st.booleans()):
+        props["KEYS"] = " ".join(draw(st.lists(WORD, max_size=3))) + draw(st.sampled_from(["", " ", "  x"]))
+    if draw(st.booleans()):
+        props["UNIQ_KEY"] = draw(st.sampled_from(["", "U1", "7F0000010001"]))
+    if topic == "SCHEDULE_TOPIC_XXXX":
+        props["DELAY"] = draw(st.sampled_from(["1", "3", "0", "99", "x", ""]))
+    text = "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode()
+    born_ip, born_port = draw(st.sampled_from(IPS))
+    return Rec(topic, draw(st.integers(0, 3)), 0, draw(st.sampled_from([0, 0, 0x4, 0x8, 0xC])), 5, born_ip,
+               born_port, 0, 0, draw(st.binary(max_size=40)), text)
+
+
+def _log(recs, *, base: int, store_ip: bytes, blank: int) -> bytes:
+    log, _ = encode_log(recs, phys=base, store_ts=1_800_000_000_250, store_ip=store_ip, store_port=10911,
+                        next_offsets={("T", 1): 5})
+    if blank:
+        log += struct.pack(">iI", 8 + blank, 0xCBD43194) + bytes(blank)
+    return log
+
+
+def _native_units(run) -> dict:
+    out: dict = {}
+    for topic, qid, first, units, _end in run.queue_runs():
+        rows = out.setdefault((topic, qid), [])
+        rows.extend((first + i, units[20 * i:20 * i + 20]) for i in range(len(units) // 20))
+    return out
+
+
+@SETTINGS
+@given(recs=st.lists(records(), max_size=25), base=st.integers(0, 1 << 35),
+       store_ip=st.sampled_from([bytes(4), bytes(16)]), blank=st.sampled_from([0, 0, 24]))
+def test_dispatch_scan_equals_the_reference(recs, base, store_ip, blank):
+    log = _log(recs, base=base, store_ip=store_ip, blank=blank)
+    run = _native.dispatch_scan(log, 0, len(log), base_offset=base, delay_levels_ms=DELAYS)
+    units, index, end, is_blank = dispatch(log, base, 0, len(log), DELAYS)
+    assert run.error is None and (run.end, run.blank) == (end, is_blank)
+    assert _native_units(run) == units
+    assert run.index_list() == index
+    assert run.records == len(recs)
+    for topic, qid, first, raw, phy_end in run.queue_runs():      # runs are consecutive and end right
+        last = struct.unpack(">qiq", raw[-20:])
+        assert phy_end == last[0] + last[1]
+
+
+@SETTINGS
+@given(recs=st.lists(records(), min_size=1, max_size=25), cut=st.data())
+def test_dispatch_scan_stops_at_bytes_that_are_no_record(recs, cut):
+    log = bytearray(_log(recs, base=0, store_ip=bytes(4), blank=0))
+    at = cut.draw(st.integers(0, len(log) - 1))
+    log[at] ^= 0xFF
+    run = _native.dispatch_scan(bytes(log), 0, len(log), base_offset=0, delay_levels_ms=DELAYS)
+    walked = sum(len(u) for u in run.queue_runs())
+    assert run.end <= len(log) and walked >= 0
+    if run.error is not None:
+        assert run.error.startswith(f"commitlog offset {run.end}:")
+
+
+@SETTINGS
+@given(entries=st.lists(st.tuples(st.integers(0, (1 << 31) - 1), st.integers(0, 1 << 40),
+                                  st.integers(0, 1 << 42)), max_size=60),
+       slots=st.integers(1, 13), max_entries=st.integers(2, 50), chunks=st.integers(1, 4))
+def test_index_put_equals_putkey(entries, slots, max_entries, chunks):
+    size = 40 + slots * 4 + max_entries * 20
+    ref, nat = bytearray(size), bytearray(size)
+    struct.pack_into(">i", ref, 36, 1)
+    struct.pack_into(">i", nat, 36, 1)
+    step = max(1, len(entries) // chunks)
+    ref_n = nat_n = 0
+    for i in range(0, len(entries), step):
+        ref_n += index_put(ref, slots, max_entries, entries[i:i + step])
+        nat_n += _native.index_put(nat, slots, max_entries, entries[i:i + step])
+    assert nat_n == ref_n and bytes(nat) == bytes(ref)
+
+
+@SETTINGS
+@given(recs=st.lists(records(), min_size=1, max_size=20), data=st.data(),
+       store_ip=st.sampled_from([bytes(4), bytes(16)]))
+def test_scan_segment_equals_the_reference_on_damaged_logs(recs, data, store_ip):
+    base = 1 << 20
+    log = bytearray(_log(recs, base=base, store_ip=store_ip, blank=0))
+    log += bytes(data.draw(st.integers(0, 40)))                       # unwritten space after the data
+    if data.draw(st.booleans()):
+        log += struct.pack(">iI", 0, 0)
+    for _ in range(data.draw(st.integers(0, 2))):
+        at = data.draw(st.integers(0, len(log) - 1))
+        log[at] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        log = log[:data.draw(st.integers(0, len(log)))]
+    buf = bytes(log)
+    check_crc = data.draw(st.booleans())
+    torn_from = data.draw(st.sampled_from([None, base, base + 200]))
+    start = 0
+    pos, sizes, end, blank, error = _native.scan_segment(buf, base, start, len(buf), check_crc=check_crc,
+                                                         torn_from=torn_from)
+    r_pos, r_sizes, r_end, r_blank, r_error = scan(buf, base, start, len(buf), check_crc=check_crc,
+                                                   torn_from=torn_from)
+    positions = list(struct.unpack(f"={len(pos) // 8}q", pos))
+    assert (positions, list(struct.unpack(f"={len(sizes) // 8}q", sizes)), end, blank) == \
+        (r_pos, r_sizes, r_end, r_blank)
+    assert (error[0] if error else None) == r_error
+
+
+def test_dispatch_run_survives_pickling():
+    import pickle
+    recs = [Rec("T", 1, 0, 0, 5, bytes(4), 1, 0, 0, b"x", b"TAGS\x01a\x02KEYS\x01k1 k2\x02")] * 3
+    log = _log(recs, base=100, store_ip=bytes(4), blank=0)
+    run = _native.dispatch_scan(log, 0, len(log), base_offset=100, delay_levels_ms=DELAYS)
+    back = pickle.loads(pickle.dumps(run))
+    assert back.queue_runs() == run.queue_runs() and back.index_list() == run.index_list()
+    assert (back.end_offset, back.records, back.max_store_timestamp) == (run.end_offset, 3, 1_800_000_000_250)
+
+
+def test_native_module_reports_a_release_build():
+    assert _native.BUILD_PROFILE == "release", "tests and benchmarks expect the release build pip install makes"
