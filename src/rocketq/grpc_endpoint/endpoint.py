@@ -28,11 +28,15 @@ fetcher, which gives grpc the files again once they have changed, so new connect
 certificate (connections already open keep theirs).  ``tls.server.need.client.auth=require``
 verifies client certificates against ``tls.server.trustCertPath``; grpc's Python server has no
 "request but do not require", so ``optional`` does not ask for one.
+
+Limits: the broker's connection limits hold here too, and a stream whose client stops taking its
+messages is ended (:mod:`~rocketq.grpc_endpoint.limits`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -42,6 +46,7 @@ import grpc
 
 from rocketq.grpc_endpoint.auth import authorize, needed_resources, settings_resources
 from rocketq.grpc_endpoint.consumer_service import ConsumerService
+from rocketq.grpc_endpoint.limits import GRPC_MAX_CONCURRENT_RPCS, StreamStallGuard, server_options
 from rocketq.grpc_endpoint.pop_log import PopLog
 from rocketq.grpc_endpoint.pop_state import PopState
 from rocketq.grpc_endpoint.popping import Popper
@@ -105,7 +110,9 @@ class GrpcEndpoint:
         self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
                                                 ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0),
                                                 ("grpc.server.max_pending_requests", pending),
-                                                ("grpc.server.max_pending_requests_hard_limit", pending)])
+                                                ("grpc.server.max_pending_requests_hard_limit", pending),
+                                                *server_options(self.broker.settings.limits)],
+                                       maximum_concurrent_rpcs=GRPC_MAX_CONCURRENT_RPCS)
         tls = getattr(self.broker, "server_tls", None)          # the remoting port's, when tlsMode is on
         addr = f"{self.host}:{self._requested_port}"
         self.port = (self._server.add_insecure_port(addr) if tls is None      # fails first
@@ -216,17 +223,24 @@ def _guard(response_type):
 
 def _stream_guard(response_type):
     """For a server-streaming RPC: ACL and malformed-request checks first, a refusal as the one
-    response's status (what the stream does after that is the handler's own business)."""
+    response's status (what the stream does after that is the handler's own business); the
+    handler's messages are written through a StreamStallGuard (a client that stops taking them
+    gets UNAVAILABLE instead of holding the stream forever)."""
     def wrap(fn):
         @functools.wraps(fn)
         async def handler(self, req, context):
             try:
                 self._admit(context, fn.__name__, req)
             except V2Error as exc:
-                yield response_type(status=exc.to_status())
+                await context.write(response_type(status=exc.to_status()))
                 return
-            async for resp in fn(self, req, context):
-                yield resp
+            guard = StreamStallGuard(context, self._e.broker.settings.limits.write_stall_timeout_s, fn.__name__)
+            try:
+                async with contextlib.aclosing(fn(self, req, context)) as responses:
+                    async for resp in responses:
+                        await guard.write(resp)
+            finally:
+                guard.close()
         return handler
     return wrap
 
