@@ -7,6 +7,7 @@ pub mod batch;
 pub mod columns;
 pub mod buffers;
 pub mod dispatch;
+pub mod frame;
 pub mod index;
 pub mod javahash;
 pub mod message;
@@ -58,6 +59,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(columns::record_columns, m)?)?;
     m.add_function(wrap_pyfunction!(message::encode_send_batch, m)?)?;
     m.add_function(wrap_pyfunction!(sink::encode_sink_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(frame::decode_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(frame::encode_frame_header, m)?)?;
     m.add_class::<batch::RecordBatch>()?;
     m.add_class::<dispatch::DispatchRun>()?;
     m.add("BatchError", py.get_type::<batch::BatchError>())?;
