@@ -66,9 +66,9 @@ def test_transactions_commit_rollback_and_check_back(tmp_path):
             def execute(msg, arg):
                 return arg
 
-            def check(msg):
+            def check(msg):       # the local transaction's outcome, as a real checker would look it up
                 checked.append(msg.uniq_key)
-                return TransactionState.COMMIT
+                return TransactionState.ROLLBACK if msg.body == b"roll-me-back" else TransactionState.COMMIT
 
             async with TransactionProducer("TPG", c.addr, execute=execute, check=check) as tp:
                 r1, s1 = await tp.send_in_transaction(Message("Tx", b"commit-me"), TransactionState.COMMIT)
