@@ -54,14 +54,16 @@ def _options(namesrv: bool) -> list:
     return opts
 
 
-def client_options(fn=None, *, namesrv: bool = True):
+def client_options(fn=None, *, namesrv: bool = True, only_with: str | None = None):
     """Add the connection options to a click command; it receives ``access`` (a ClientAccess
-    whose ``namesrv`` is always set when *namesrv*) instead of them."""
+    whose ``namesrv`` is always set when *namesrv*) instead of them - or None when the command's
+    parameter *only_with* is not given (``rocketq spark stats --store`` connects to nothing)."""
     def decorate(f):
         @functools.wraps(f)
         def wrapper(*args, **kwargs):
-            given = {k: kwargs.pop(k, None) for k in _KEYS}
-            kwargs["access"] = resolve_access(given, namesrv=namesrv)
+            given = {k: kwargs.pop(k, None) for k in _KEYS if namesrv or k != "namesrv"}
+            needed = only_with is None or kwargs.get(only_with)
+            kwargs["access"] = resolve_access(given, namesrv=namesrv) if needed else None
             return f(*args, **kwargs)
         for option in reversed(_options(namesrv)):
             wrapper = option(wrapper)
