@@ -298,6 +298,11 @@ def _hint(text: str, a: ClientAccess) -> str | None:
     handshake_cut = any(w in low for w in ("wrong_version_number", "eof occurred", "record layer failure",
                                             "unexpected eof", "reset by peer"))
     refused = any(w in low for w in ("refused", "unreachable", "no route", "name or service", "timed out"))
+    if a.tls and "closed" in low and not handshake_cut:       # a TLS 1.3 server refuses a client after the handshake
+        if not a.cert_file:
+            return (f"the server closed the TLS connection; if it wants a client certificate it trusts (mutual "
+                    f"TLS), give {a.name('cert_file')} and {a.name('key_file')}")
+        return f"the server closed the TLS connection; does it trust the client certificate {a.cert_file}?"
     if a.tls and (handshake_cut or "could not connect" in low and not refused):
         return f"the server did not complete a TLS handshake; does it speak TLS? (TLS is on from {a.source('tls')})"
     if not a.tls and ("reset by peer" in low or "connection to" in low and "closed" in low):
