@@ -19,6 +19,7 @@ import asyncio
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass
 
 from rocketq.client.access import explain
@@ -33,32 +34,39 @@ SYSTEM_TOPIC = re.compile(r"^(rmq_sys_|RMQ_SYS_|SCHEDULE_TOPIC|TBW102|%RETRY%|%D
                           r"BenchmarkTest|TRANS_CHECK_MAX_TIME_TOPIC|DefaultCluster|broker-|rocketq-)")
 CALL_TIMEOUT_S = 30.0
 MAX_APIS = 8                       # access settings a process keeps clients for (queries of several users)
+ACCESS_RECHECK_S = 10.0            # how long a resolved profile / environment is trusted (a rotated secret)
 NO_ACCESS = AccessSpec()
 
-_APIS: dict[AccessSpec, tuple[MQClientAPI, object]] = {}       # spec -> (client, its resolved ClientAccess)
+_RESOLVED: dict[AccessSpec, tuple[float, object]] = {}     # spec -> (when, ClientAccess)
+_APIS: dict[object, MQClientAPI] = {}                       # ClientAccess -> its client
 _API_LOCK = threading.Lock()
 
 
 def api(spec: AccessSpec = NO_ACCESS) -> MQClientAPI:
     """This process's client for *spec* (resolved here: this process's environment and profile file)."""
-    return _client(spec)[0]
+    access = access_of(spec)
+    with _API_LOCK:
+        client = _APIS.get(access)
+        if client is None:
+            client = _APIS[access] = MQClientAPI(timeout_s=CALL_TIMEOUT_S, **client_kwargs(access))
+            while len(_APIS) > MAX_APIS:
+                submit(_APIS.pop(next(iter(_APIS))).close())
+        return client
 
 
 def access_of(spec: AccessSpec):
-    """*spec* resolved in this process (a ClientAccess)."""
-    return _client(spec)[1]
-
-
-def _client(spec: AccessSpec) -> tuple[MQClientAPI, object]:
+    """*spec* resolved in this process (a ClientAccess), re-read every ``ACCESS_RECHECK_S``."""
+    now = time.monotonic()
     with _API_LOCK:
-        found = _APIS.get(spec)
-        if found is None:
-            access = spec.resolve()
-            found = _APIS[spec] = (MQClientAPI(timeout_s=CALL_TIMEOUT_S, **client_kwargs(access)), access)
-            while len(_APIS) > MAX_APIS:
-                oldest = next(iter(_APIS))
-                submit(_APIS.pop(oldest)[0].close())
-        return found
+        hit = _RESOLVED.get(spec)
+        if hit is not None and now - hit[0] < ACCESS_RECHECK_S:
+            return hit[1]
+    access = spec.resolve()
+    with _API_LOCK:
+        _RESOLVED[spec] = (now, access)
+        while len(_RESOLVED) > MAX_APIS:
+            _RESOLVED.pop(next(iter(_RESOLVED)))
+    return access
 
 
 def client_kwargs(access) -> dict:
@@ -70,9 +78,12 @@ def client_kwargs(access) -> dict:
 
 
 def refused(exc: MQClientError, spec: AccessSpec) -> Exception:
-    """A NO_PERMISSION answer as a PermissionError saying what to set; other errors unchanged."""
+    """A NO_PERMISSION answer as a PermissionError, a connection that failed as a ConnectionError,
+    each saying what to set; other errors unchanged."""
     if exc.code == ResponseCode.NO_PERMISSION:
         return PermissionError(explain(exc, access_of(spec)))
+    if exc.code < 0:
+        return ConnectionError(explain(exc, access_of(spec)))
     return exc
 
 
