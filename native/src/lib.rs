@@ -7,6 +7,7 @@ pub mod batch;
 pub mod columns;
 pub mod buffers;
 pub mod dispatch;
+pub mod frame;
 pub mod index;
 pub mod javahash;
 pub mod message;
@@ -15,6 +16,7 @@ pub mod props;
 pub mod reads;
 pub mod record;
 pub mod scan;
+pub mod sink;
 pub mod slots;
 pub mod wire;
 
@@ -56,6 +58,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reads::read_units, m)?)?;
     m.add_function(wrap_pyfunction!(columns::record_columns, m)?)?;
     m.add_function(wrap_pyfunction!(message::encode_send_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(sink::encode_sink_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(frame::decode_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(frame::encode_frame_header, m)?)?;
     m.add_class::<batch::RecordBatch>()?;
     m.add_class::<dispatch::DispatchRun>()?;
     m.add("BatchError", py.get_type::<batch::BatchError>())?;

@@ -148,3 +148,22 @@ def record_columns(buf, positions) -> dict:
 def encode_send_batch(msgs: list) -> bytes:
     """A SEND_BATCH_MESSAGE body of ``Message`` objects (the client side of :meth:`RecordBatch.from_wire`),
     properties built as ``Message.properties_string`` builds them; ValueError names a bad message."""
+
+def encode_sink_rows(rows: int, body: tuple, tags: tuple | None, keys: tuple | None, props: tuple | None, *,
+                     uniq_prefix: bytes, first_counter: int, max_body_bytes: int) -> tuple[bytes, bytes, bytes]:
+    """SEND_BATCH entries of *rows* Arrow rows (the Spark sink): columns as ``(validity or None, int32 offsets,
+    data, array offset, length)``, the properties map as ``(int32 offsets, map offset, keys column, values
+    column)``; each entry's properties are UNIQ_KEY (hex of *uniq_prefix* and the 48-bit counter
+    ``first_counter + row``), TAGS, KEYS, then the map (null values left out).  Returns ``(entries, int64 entry
+    offsets, int64 body lengths)``; ValueError names the row that cannot be a message."""
+
+def decode_frames(buf, start: int, base: int, max_frame_bytes: int) -> tuple[list[tuple], int, tuple[int, str, str] | None]:
+    """Every whole remoting frame of ``buf[start:]`` (stream offset *base*): a list of ``(code, language,
+    version, opaque, flag, remark, ext_fields, serialize_type, body)``, the position after the last whole
+    frame, and None or ``(stream offset, reason, part)`` for the frame that does not parse (part: "JSON
+    header", "ROCKETMQ header" or "" for the framing)."""
+
+def encode_frame_header(code: int, language: int, version: int, opaque: int, flag: int, remark: str | None,
+                        ext: dict, serialize_type: int, body_len: int) -> bytes:
+    """Length prefix, header-length field and header (JSON or ROCKETMQ binary) of a frame whose body is
+    *body_len* bytes; ValueError says what does not fit the header form."""

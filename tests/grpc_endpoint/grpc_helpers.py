@@ -22,9 +22,12 @@ FAST = EndpointSettings(min_invisible_ms=1000, default_invisible_ms=5000, defaul
 
 
 class ServerThread:
-    def __init__(self, tmp_path, *, endpoint_settings: EndpointSettings = FAST, **broker_settings):
+    def __init__(self, tmp_path, *, endpoint_settings: EndpointSettings = FAST, store_settings: dict | None = None,
+                 **broker_settings):
         self.tmp_path = tmp_path
         self._endpoint_settings = endpoint_settings
+        self._store_settings = store_settings or {}
+        self._grpc_port = 0              # a restart keeps the first start's port (running clients dial it)
         self._broker_settings = broker_settings
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="grpc-test-broker", daemon=True)
@@ -51,9 +54,11 @@ class ServerThread:
             settings = {"port": 0, "transaction_check_interval_s": 0.3, "transaction_timeout_s": 0.3,
                         "timer_bucket_ms": 1000}
             settings.update(self._broker_settings)
-            self.broker = await Broker(BrokerSettings(**settings), store_config(self.tmp_path)).start()
-            self.endpoint = await GrpcEndpoint(self.broker, host="127.0.0.1", port=0,
+            self.broker = await Broker(BrokerSettings(**settings),
+                                       store_config(self.tmp_path, **self._store_settings)).start()
+            self.endpoint = await GrpcEndpoint(self.broker, host="127.0.0.1", port=self._grpc_port,
                                                settings=self._endpoint_settings).start()
+            self._grpc_port = self.endpoint.port
         self.run(up())
         return self
 
@@ -146,3 +151,32 @@ def remoting_call(server: ServerThread, build, timeout_s: float = 10.0):
         finally:
             await client.close()
     return server.run(go())
+
+
+def shutdown_within(client, timeout_s: float = 15.0) -> None:
+    """``client.shutdown()`` on a daemon thread: a client stuck in its consume loop (what a failing
+    test may have caused) must not hang the test run; the test has failed already then."""
+    t = threading.Thread(target=client.shutdown, name="client-shutdown", daemon=True)
+    t.start()
+    t.join(timeout_s)
+
+
+def quicken_client_schedulers(monkeypatch, factor: float, settings_factor: float | None = None) -> None:
+    """Make the official 5.x client's periodic tasks (heartbeat 10 s, route refresh 30 s, push
+    assignment 5 s; the settings tick, 300 s, by *settings_factor* when given) run *factor* times
+    as often in this process.  Their behaviour is unchanged; the tests that need several of their
+    rounds (a restart, a stream reopened at the settings tick) fit the CI budget this way.
+    Call before the clients start."""
+    from rocketmq.v5.client import client, client_route_manager, client_telemetry_manager
+    from rocketmq.v5.client.scheduler import ClientScheduler
+    from rocketmq.v5.consumer.push import push_consumer
+
+    def quick(f):
+        class Quick(ClientScheduler):
+            def __init__(self, thread_name, target, initial_delay, delay, loop=None):
+                super().__init__(thread_name, target, initial_delay / f, delay / f, loop)
+        return Quick
+
+    for module in (client, client_route_manager, push_consumer):
+        monkeypatch.setattr(module, "ClientScheduler", quick(factor))
+    monkeypatch.setattr(client_telemetry_manager, "ClientScheduler", quick(settings_factor or factor))

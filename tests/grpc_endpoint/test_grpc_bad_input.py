@@ -1,6 +1,6 @@
 """Bad input over gRPC gets the v2 status code RocketMQ's proxy would answer, and loses nothing."""
 
-import dataclasses
+import threading
 import time
 
 import grpc
@@ -117,6 +117,30 @@ def test_official_client_receive_with_invisible_time_out_of_range(server):
         c.shutdown()
 
 
+def test_requests_over_the_body_limit_are_answered_in_the_protocol(tmp_path):
+    """RocketMQ's proxy reads requests up to 130 MiB and answers an oversized body with
+    MESSAGE_BODY_TOO_LARGE; only beyond its inbound limit does the transport refuse."""
+    import dataclasses
+    import gzip
+    s = ServerThread(tmp_path, endpoint_settings=dataclasses.replace(FAST, max_inbound_message_bytes=12 << 20)).start()
+    try:
+        s.create_topic("Big")
+        with grpc.insecure_channel(s.access_point) as ch:
+            st = spb_grpc.MessagingServiceStub(ch)
+            assert _send(st, _msg("Big", b"z" * (6 << 20))) == Code.MESSAGE_BODY_TOO_LARGE        # 6 MiB > 4 MiB
+            bomb = gzip.compress(b"\0" * (64 << 20))                                           # 64 KiB -> 64 MiB
+            started = time.monotonic()
+            assert _send(st, _msg("Big", bomb, body_encoding=pb.Encoding.GZIP)) == Code.MESSAGE_BODY_TOO_LARGE
+            assert time.monotonic() - started < 2                                # not inflated to the end
+            assert _send(st, _msg("Big", gzip.compress(b"k" * (512 << 10)), body_encoding=pb.Encoding.GZIP)) == Code.OK
+            with pytest.raises(grpc.RpcError) as refused:                        # the transport's bound
+                _send(st, _msg("Big", b"z" * (13 << 20)))
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert _send(st, _msg("Big", b"fine")) == Code.OK
+    finally:
+        s.shutdown()
+
+
 def test_client_vanishing_mid_receive_loses_nothing(server, stub):
     server.create_topic("Vanish", 1)
     assert _send(stub, _msg("Vanish", b"keep-me")) == Code.OK
@@ -132,23 +156,25 @@ def test_client_vanishing_mid_receive_loses_nothing(server, stub):
     assert again[0].message.body == b"keep-me" and again[0].message.system_properties.delivery_attempt == 2
 
 
-def test_telemetry_without_client_id_or_settings(tmp_path):
-    quick = dataclasses.replace(FAST, settings_timeout_s=0.5)
-    s = ServerThread(tmp_path, endpoint_settings=quick).start()
-    try:
-        with grpc.insecure_channel(s.access_point) as ch:
-            st = spb_grpc.MessagingServiceStub(ch)
-            no_id = list(st.Telemetry(iter([]), timeout=5))
-            assert no_id[0].status.code == Code.CLIENT_ID_REQUIRED
-            silent = st.Telemetry(_silent(), metadata=MD, timeout=10)
-            replies = list(silent)
-            assert [r.status.code for r in replies] == [Code.BAD_REQUEST] and "settings" in replies[0].status.message
-    finally:
-        s.shutdown()
+def test_telemetry_without_client_id_is_refused_and_without_settings_is_kept(server):
+    """A stream with no settings is the 5.1.2 client's stream reopened after a broker restart: it
+    is kept (as RocketMQ's proxy keeps it) and the client known by its id."""
+    with grpc.insecure_channel(server.access_point) as ch:
+        st = spb_grpc.MessagingServiceStub(ch)
+        no_id = list(st.Telemetry(iter([]), timeout=5))
+        assert no_id[0].status.code == Code.CLIENT_ID_REQUIRED
+        cid = dict(MD)["x-mq-client-id"]
+        quiet = threading.Event()
+        silent = st.Telemetry(_silent(quiet), metadata=MD, timeout=10)
+        wait_until(lambda: server.call(lambda: server.endpoint.sessions.alive(cid) and
+                                       server.endpoint.sessions.clients[cid].outbox is not None),
+                   what="the stream to be taken as the client's")
+        quiet.set()                                    # the client half-closes: the server ends the stream
+        assert list(silent) == []                      # nothing was answered: no BAD_REQUEST for missing settings
 
 
-def _silent():
-    time.sleep(2)          # a client that opens the stream and never writes (the server gives up first)
+def _silent(quiet):
+    quiet.wait(10)         # a client that opens the stream and writes nothing
     return
     yield
 
@@ -252,3 +278,29 @@ def test_a_port_in_use_fails_start_and_leaves_nothing_running(server):
             await GrpcEndpoint(server.broker, host="127.0.0.1", port=server.endpoint.port).start()
     server.run(clash())
     assert server.call(lambda: len(server.broker.store.arrival_listeners)) == listeners
+
+
+def test_a_bare_client_that_keeps_receiving_keeps_its_auto_renew_messages(tmp_path):
+    """No heartbeat, no Telemetry stream: its receives are what tells the endpoint it is there."""
+    import dataclasses
+    s = ServerThread(tmp_path, endpoint_settings=dataclasses.replace(
+        FAST, default_invisible_ms=1500, client_silent_s=1.0, session_expire_s=1.0)).start()
+    try:
+        s.create_topic("Bare", 1)
+        with grpc.insecure_channel(s.access_point) as ch:
+            st = spb_grpc.MessagingServiceStub(ch)
+            assert _send(st, _msg("Bare", b"mine")) == Code.OK
+
+            def receive():
+                req = spb.ReceiveMessageRequest(group=pb.Resource(name="GBare"), message_queue=pb.MessageQueue(
+                    topic=pb.Resource(name="Bare")), batch_size=4, auto_renew=True,
+                    long_polling_timeout=ms_duration(300))
+                return [r.message for r in st.ReceiveMessage(req, metadata=MD, timeout=10) if r.HasField("message")]
+            first = wait_until(receive, what="the message")
+            started = time.monotonic()
+            while time.monotonic() - started < 4:         # well past the grace and the silence limit
+                assert receive() == []                     # never handed out again meanwhile
+            assert s.call(lambda: s.endpoint.popper.renewals) >= 2
+            assert first[0].body == b"mine"
+    finally:
+        s.shutdown()

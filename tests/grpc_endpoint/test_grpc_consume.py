@@ -139,3 +139,26 @@ def test_push_consumer_slow_listener_keeps_its_message_invisible(tmp_path):
         assert seen == [1]                            # never handed out a second time while being consumed
     finally:
         server.shutdown()
+
+
+def test_second_ack_of_a_handle_is_ok_until_the_handle_expires(server):
+    """As RocketMQ: the broker takes a repeated ack as done (it writes another ack record) and the
+    proxy refuses only an expired receipt handle (INVALID_RECEIPT_HANDLE)."""
+    import pytest
+    from rocketmq.v5.exception import BadRequestException
+    server.create_topic("Twice")
+    _send(server, "Twice", [b"one", b"two"])
+    c = _consumer(server, "GTwice", "Twice")
+    try:
+        got = {m.body: m for m in receive_all(c, 2, invisible_s=30)}
+        c.ack(got[b"one"])
+        c.ack(got[b"one"])                               # the same handle again: fine
+        assert c.receive(16, 30) == []                   # and nothing came back
+        c.change_invisible_duration(got[b"two"], 1)      # the client's handle is replaced by one due in 1 s
+        late = receive_all(c, 1, invisible_s=30)         # redelivered after that second
+        assert [m.body for m in late] == [b"two"]
+        with pytest.raises(BadRequestException, match="expired"):
+            c.ack(got[b"two"])                           # the replaced handle has expired by now
+        c.ack(late[0])
+    finally:
+        c.shutdown()

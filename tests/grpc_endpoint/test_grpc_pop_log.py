@@ -9,7 +9,7 @@ from broker_helpers import store_config
 from rocketq.broker.timer import Timer, decode_entries, encode_entry
 from rocketq.broker.timer_messages import PROPERTY_TIMER_DELIVER_MS
 from rocketq.common.message import Message
-from rocketq.grpc_endpoint.pop_log import ACKED, NEXT, POPPED, PopLog, PopLogCorrupt, PopRecord, decode_all, encode
+from rocketq.grpc_endpoint.pop_log import ACKED, NEXT, POPPED, RENEWING, PopLog, PopLogCorrupt, PopRecord, decode_all, encode
 from rocketq.grpc_endpoint.pop_state import Handle, PopState, QueueKey
 from rocketq.store import MessageStore
 
@@ -27,6 +27,26 @@ def test_pop_record_golden_bytes():
     r = PopRecord(POPPED, "G", "T", 3, 17, 5, 1_700_000_000_000, 2)
     assert encode(r) == GOLDEN_POPPED
     assert decode_all(GOLDEN_POPPED) == ([r], len(GOLDEN_POPPED))
+
+
+GOLDEN_RENEWING = bytes.fromhex(
+    "0000002a" "891a5edd"                 # payload length 42, CRC-32 of the payload
+    "04" "00000003"                       # RENEWING, queue 3
+    "0000000000000011"                    # queue offset 17
+    "0000000000000005"                    # version 5
+    "0000018bcfe56800"                    # renewed since 1700000000000 ms
+    "00000000"                            # (attempt: unused)
+    "000147" "000154" "000163")           # group "G", topic "T", client "c"
+
+
+def test_renewing_record_golden_bytes_and_long_names():
+    r = PopRecord(RENEWING, "G", "T", 3, 17, 5, 1_700_000_000_000, 0, "c")
+    assert encode(r) == GOLDEN_RENEWING
+    assert decode_all(GOLDEN_RENEWING) == ([r], len(GOLDEN_RENEWING))
+    # a name of 128..255 bytes has a length whose low byte is not UTF-8 on its own
+    long = PopRecord(POPPED, "G" * 200, "T" * 200, 1, 2, 3, 4, 5)
+    blob = encode(long) + GOLDEN_RENEWING
+    assert decode_all(blob) == ([long, r], len(blob))
 
 
 def test_timer_entry_golden_bytes():
@@ -74,6 +94,31 @@ def test_pop_state_replays_to_what_was_in_flight(tmp_path):
     now[0] += 10_000
     assert [(k, e.offset) for k, e in again.due()] == [(key, 12)]        # 11 got more time
     assert again.pop(key, 16, invisible_ms=1, attempt=1).version > e11b.version      # versions never repeat
+
+
+def test_renewals_survive_a_restart_until_acked_nacked_or_ended(tmp_path):
+    now = [1_000_000]
+    log = PopLog(tmp_path / "pop.log")
+    state = PopState(log, clock_ms=lambda: now[0])
+    state.load()
+    key = QueueKey("G", "T", 0)
+    state.queue(key, lambda: 0)
+    es = [state.pop(key, o, invisible_ms=5000, attempt=1) for o in range(5)]
+    for e in es:
+        state.own(key, e, "push-1", 999_000)
+    state.renew(key, es[0], 9000)                       # renewed in place: still renewing
+    state.ack(key, es[1])                               # acked
+    state.change(key, es[2], 7000)                      # nacked: a new version, no renewal
+    state.disown(key, 3)                                # its client was gone
+    log.close()
+    again = PopState(PopLog(tmp_path / "pop.log"), clock_ms=lambda: now[0])
+    again.load()
+    assert {o: (r.client_id, r.since_ms) for (k, o), r in again.renewing.items()} == \
+        {0: ("push-1", 999_000), 4: ("push-1", 999_000)}
+    again.compact()                                     # the rewrite keeps them too
+    third = PopState(PopLog(tmp_path / "pop.log"), clock_ms=lambda: now[0])
+    third.load()
+    assert sorted(o for _, o in third.renewing) == [0, 4]
 
 
 def test_batched_changes_are_written_once_with_the_same_bytes(tmp_path):

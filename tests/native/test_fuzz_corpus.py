@@ -71,3 +71,16 @@ def test_index_put_corpus():
                    for c in (head[i:i + 12] for i in range(0, len(head) - 11, 12))]
         done = _native.index_put(file, slots, max_entries, entries)
         assert 0 <= done <= len(entries) and len(file) == size, path.name
+
+
+def test_frames_corpus():
+    from rocketq.remoting import FrameDecoder, RemotingProtocolError
+    for path in _inputs("frames"):
+        decoder = FrameDecoder(max_frame_bytes=1 << 16)
+        decoder.receive_data(path.read_bytes())
+        try:
+            for _ in range(len(path.read_bytes()) // 8 + 1):
+                if decoder.next_command() is None:
+                    break
+        except RemotingProtocolError:
+            pass

@@ -2,17 +2,45 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
+from rocketq.client.admin import Admin
+from rocketq.client.model import MessageQueue, MQClientError
 from rocketq.client.sync import Producer
 from rocketq.common.message import Message
 
 
 def produce(namesrv: str, topic: str, count: int, *, start: int = 0, batch: int = 100, tags=None) -> dict[str, bytes]:
-    """Send *count* messages (bodies ``<topic>-<n>``, keys ``key-<n>``); returns {UNIQ_KEY msg id: body}."""
+    """Send *count* messages (bodies ``<topic>-<n>``, keys ``key-<n>``); returns {UNIQ_KEY msg id: body}.
+    Returns once the broker's queues hold them (a send is acknowledged before its consume-queue units are
+    written, as in RocketMQ, and the readers plan from the queues' max offsets)."""
+    before = queued(namesrv, topic)
     with Producer("spark-test-producer", namesrv) as p:
-        return send(p, topic, count, start=start, batch=batch, tags=tags)
+        sent = send(p, topic, count, start=start, batch=batch, tags=tags)
+    deadline = time.monotonic() + 30
+    while queued(namesrv, topic) < before + count:
+        assert time.monotonic() < deadline, f"{topic}: the broker's queues did not reach {before + count} in 30 s"
+        time.sleep(0.05)
+    return sent
+
+
+def queued(namesrv: str, topic: str) -> int:
+    """Messages the broker's consume queues of *topic* hold (the sum of their max offsets; 0 for no topic)."""
+    async def total() -> int:
+        async with Admin(namesrv) as admin:
+            try:
+                route = await admin.route(topic)
+            except MQClientError:
+                return 0
+            n = 0
+            for q in route.queue_datas:
+                addr = route.master_of(q.broker_name)
+                for qid in range(q.read_queue_nums):
+                    n += await admin.api.max_offset(addr, MessageQueue(topic, q.broker_name, qid))
+            return n
+    return asyncio.run(total())
 
 
 def send(p: Producer, topic: str, count: int, *, start: int = 0, batch: int = 100, tags=None) -> dict[str, bytes]:

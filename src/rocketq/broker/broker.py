@@ -50,6 +50,7 @@ from rocketq.common.msgid import HostAddress
 from rocketq.common.validation import NOT_ALLOWED_SEND_TOPICS
 from rocketq.remoting import (RemotingCommand, RemotingCommandError, RemotingServer, RequestCode, ResponseCode,
                               not_supported_response)
+from rocketq.remoting.limits import ConnectionLimits
 from rocketq.remoting.tls import ServerTls, TlsMode, TlsServerConfig, client_context
 from rocketq.store import MessageStore, StoreConfig
 from rocketq.store.results import PutError
@@ -101,6 +102,7 @@ class BrokerSettings:
     timer_wheel_enable: bool = True           # timerWheelEnable: TIMER_* properties schedule a message
     timer_max_delay_sec: int = DEFAULT_MAX_DELAY_SEC  # timerMaxDelaySec: scheduled further ahead is refused
     timer_bucket_ms: int = 10_000             # width of one timer bucket file (rocketq's own)
+    limits: ConnectionLimits = ConnectionLimits()  # of every port: serverMaxConnections, idle timeout...
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -179,7 +181,8 @@ class Broker:
         self.groups.load()
         # one certificate (reloaded when its files change) for the remoting, HA and gRPC ports
         self.server_tls = ServerTls(self.settings.tls) if self.settings.tls.mode != TlsMode.DISABLED else None
-        self.server = RemotingServer(self._handle, self.settings.host, self.settings.port, tls=self.server_tls)
+        self.server = RemotingServer(self._handle, self.settings.host, self.settings.port, tls=self.server_tls,
+                                     limits=self.settings.limits, what="broker")
         await self.server.start(serving=False)             # bound: the port is known, nobody served yet
         host = self.settings.announce_host or (
             "127.0.0.1" if self.settings.host in ("0.0.0.0", "") else self.settings.host)

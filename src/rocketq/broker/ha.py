@@ -47,6 +47,7 @@ import struct
 from rocketq.acl.validator import AclDenied
 from rocketq.broker import ha_auth
 from rocketq.common.aio import cancel_and_wait, wait_event
+from rocketq.remoting.limits import Admission, ConnectionLimits
 from rocketq.remoting.tls import ServerTls, TlsListener, TlsMode
 
 log = logging.getLogger(__name__)
@@ -63,9 +64,12 @@ _OFFSET = struct.Struct(">q")
 
 
 class HAMaster:
-    def __init__(self, store, host: str, port: int, *, tls: ServerTls | None = None, acl=None):
+    def __init__(self, store, host: str, port: int, *, tls: ServerTls | None = None, acl=None,
+                 limits: ConnectionLimits = ConnectionLimits()):
         self.store, self.host, self.port = store, host, port
         self.acl = acl                               # the broker's AclValidator: slaves must prove an admin account
+        self.limits = limits                         # its connection limit and backlog (HA has its own idle timeout)
+        self.admission: Admission | None = None
         self.tls = tls if tls is not None and tls.mode != TlsMode.DISABLED else None
         self._server: asyncio.AbstractServer | None = None
         self._listener: TlsListener | None = None
@@ -75,14 +79,16 @@ class HAMaster:
         self._serving: set[asyncio.Task] = set()     # one per slave connection, cancelled by close()
 
     async def start(self) -> HAMaster:
+        self.admission = Admission("HA master", self.limits.connections_limit())
         try:
             if self.tls is not None:
-                self._listener = TlsListener(self.tls, self.host, self.port, self._stream_protocol,
-                                             what="HA master").bind()
+                self._listener = TlsListener(self.tls, self.host, self.port, self._stream_protocol, what="HA master",
+                                             backlog=self.limits.backlog, admit=self._admit_handshake).bind()
                 self._listener.serve()
                 self.port = self._listener.port
             else:
-                self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+                self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True,
+                                                          backlog=self.limits.backlog)
                 self.port = self._server.sockets[0].getsockname()[1]
         except OSError as exc:
             raise OSError(exc.errno, f"HA port {self.host}:{self.port} (haListenPort): {exc.strerror}") from None
@@ -91,6 +97,10 @@ class HAMaster:
                  "slaves must sign in with an admin account" if self.acl is not None
                  else "ACL off: any slave is served")
         return self
+
+    def _admit_handshake(self, waiting: int) -> bool:
+        """TLS modes: sockets waiting for their first byte count against the connection limit too."""
+        return self.admission.admit(len(self._serving) + waiting)
 
     def _stream_protocol(self) -> asyncio.StreamReaderProtocol:
         """What ``asyncio.start_server`` makes for each connection: streams handed to :meth:`_serve`."""
@@ -131,6 +141,9 @@ class HAMaster:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = "%s:%s" % writer.get_extra_info("peername")[:2]
+        if not self.admission.admit(len(self._serving)):
+            writer.transport.abort()                # over the connection limit: closed at once
+            return
         task = asyncio.current_task()
         self._serving.add(task)
         try:

@@ -82,6 +82,7 @@ class PullHandler:
         if code == ResponseCode.PULL_NOT_FOUND and flags & FLAG_SUSPEND:
             timeout_s = min(cmd.get_int("suspendTimeoutMillis", 15_000) / 1000, MAX_SUSPEND_S)
             if await self._polling.wait(topic, qid, offset, timeout_s, lambda: self._store.max_offset(topic, qid)):
+                await conn.until_writable()    # woken with many others: each answer waits for the client to read
                 result = self._store.get_messages(topic, qid, offset, max_nums, tag_codes=codes)
                 code = status_code(result.status, offset)
         header = {"nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,

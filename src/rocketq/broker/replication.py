@@ -51,7 +51,7 @@ class Replication:
             self.sync.start()
             return f"{host}:{s.ha_listen_port or default_port}"
         self.master = await HAMaster(self._broker.store, s.host, default_port if s.ha_listen_port is None
-                                     else s.ha_listen_port, tls=self._broker.server_tls,
+                                     else s.ha_listen_port, tls=self._broker.server_tls, limits=s.limits,
                                      acl=self._broker.acl).start()
         return f"{host}:{self.master.port}"
 

@@ -29,7 +29,11 @@ log = logging.getLogger(__name__)
 
 
 def run_until_signalled(start, stop) -> None:
-    """Run ``await start()``, then wait for SIGINT/SIGTERM, then ``await stop()`` (on uvloop when installed)."""
+    """Run ``await start()``, then wait for SIGINT/SIGTERM, then ``await stop()`` (on uvloop when installed).
+    The soft open-files limit is raised to the hard one first, as a server process does."""
+    from rocketq.remoting.limits import raise_open_files_limit
+    raise_open_files_limit()
+
     async def main() -> None:
         done = asyncio.Event()
         loop = asyncio.get_running_loop()

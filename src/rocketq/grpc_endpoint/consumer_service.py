@@ -42,11 +42,13 @@ class ConsumerService:
             raise V2Error(Code.FORBIDDEN, f"consumer group {name!r} may not consume (consumeEnable=false)")
         return name
 
-    def invisible_ms(self, value_ms: int) -> int:
+    def invisible_ms(self, value_ms: int, *, least_ms: int | None = None) -> int:
+        """*value_ms* if within *least_ms* (default: the receive minimum) .. the maximum."""
         s = self._settings
-        if not s.min_invisible_ms <= value_ms <= s.max_invisible_ms:
+        least = s.min_invisible_ms if least_ms is None else least_ms
+        if not least <= value_ms <= s.max_invisible_ms:
             raise V2Error(Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {value_ms} ms is outside "
-                                                       f"{s.min_invisible_ms}..{s.max_invisible_ms} ms")
+                                                       f"{least}..{s.max_invisible_ms} ms")
         return value_ms
 
     @staticmethod
@@ -78,9 +80,13 @@ class ConsumerService:
                     messages = await self._popper.pop(group, topic, queue_ids, batch=batch, invisible_ms=invisible,
                                                       tags=tags, namespace=req.group.resource_namespace,
                                                       renew_for=renew_for)
+                    more = self._popper.cut_short       # a backlog not yet read through (other tags)
                 left = give_up - loop.time()
                 if messages or left <= 0:
                     break
+                if more:
+                    await asyncio.sleep(0)              # let acks and other receives have the lock, then read on
+                    continue
                 await asyncio.wait({fut}, timeout=min(left, self._next_expiry_s()))
             except V2Error as exc:
                 yield spb.ReceiveMessageResponse(status=exc.to_status())
@@ -134,8 +140,9 @@ class ConsumerService:
         async with self._popper.lock:
             for entry in req.entries:
                 try:
-                    key, e = self._popper.in_flight(group, req.topic.name, entry.receipt_handle)
-                    self._popper.finish(key, e)
+                    found = self._popper.in_flight(group, req.topic.name, entry.receipt_handle, repeat_ok=True)
+                    if found is not None:
+                        self._popper.finish(*found)
                     st = status()
                 except V2Error as exc:
                     st = exc.to_status()
@@ -147,7 +154,9 @@ class ConsumerService:
         try:
             group = self.group(req.group.name)
             _check_topic(req.topic.name)
-            invisible = self.invisible_ms(duration_ms(req.invisible_duration))
+            # any time from 0 up (RocketMQ's proxy holds only receives to its minimum): a push consumer's nack
+            # asks for its backoff, which starts at 1 s, and retries a refused nack forever
+            invisible = self.invisible_ms(duration_ms(req.invisible_duration), least_ms=0)
             async with self._popper.lock:
                 key, e = self._popper.in_flight(group, req.topic.name, req.receipt_handle)
                 e2 = self._popper.change(key, e, invisible)

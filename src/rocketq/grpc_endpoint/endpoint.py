@@ -28,11 +28,15 @@ fetcher, which gives grpc the files again once they have changed, so new connect
 certificate (connections already open keep theirs).  ``tls.server.need.client.auth=require``
 verifies client certificates against ``tls.server.trustCertPath``; grpc's Python server has no
 "request but do not require", so ``optional`` does not ask for one.
+
+Limits: the broker's connection limits hold here too, and a stream whose client stops taking its
+messages is ended (:mod:`~rocketq.grpc_endpoint.limits`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -42,6 +46,7 @@ import grpc
 
 from rocketq.grpc_endpoint.auth import authorize, needed_resources, settings_resources
 from rocketq.grpc_endpoint.consumer_service import ConsumerService
+from rocketq.grpc_endpoint.limits import GRPC_MAX_CONCURRENT_RPCS, StreamStallGuard, server_options
 from rocketq.grpc_endpoint.pop_log import PopLog
 from rocketq.grpc_endpoint.pop_state import PopState
 from rocketq.grpc_endpoint.popping import Popper
@@ -98,10 +103,16 @@ class GrpcEndpoint:
 
     async def _start(self) -> None:
         store = self.broker.store
-        limit = store.config.max_message_size + GRPC_MESSAGE_SLACK_BYTES
+        # RocketMQ's proxy reads requests up to 130 MiB, so a body over the limit gets MESSAGE_BODY_TOO_LARGE
+        limit = max(self.settings.max_inbound_message_bytes, store.config.max_message_size + GRPC_MESSAGE_SLACK_BYTES)
         # no SO_REUSEPORT: a second server on a taken port must fail, not share its connections
+        pending = self.settings.max_pending_calls
         self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
-                                                ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)])
+                                                ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0),
+                                                ("grpc.server.max_pending_requests", pending),
+                                                ("grpc.server.max_pending_requests_hard_limit", pending),
+                                                *server_options(self.broker.settings.limits)],
+                                       maximum_concurrent_rpcs=GRPC_MAX_CONCURRENT_RPCS)
         tls = getattr(self.broker, "server_tls", None)          # the remoting port's, when tlsMode is on
         addr = f"{self.host}:{self._requested_port}"
         self.port = (self._server.add_insecure_port(addr) if tls is None      # fails first
@@ -151,8 +162,9 @@ class GrpcEndpoint:
             await asyncio.sleep(sleep)
             try:
                 async with self.popper.lock:
-                    self.popper.renew_due(self.sessions.connected, invisible_ms=self.settings.default_invisible_ms,
-                                          ahead_ms=self.settings.default_invisible_ms // 2)
+                    self.popper.renew_due(self.sessions.alive, invisible_ms=self.settings.default_invisible_ms,
+                                          ahead_ms=self.settings.default_invisible_ms // 2,
+                                          clear_ms=self.settings.clear_invisible_ms)
                     await self.popper.revive_due()
                     if self.pop_log.wants_compaction:
                         self.pop_state.compact()
@@ -170,6 +182,9 @@ class GrpcEndpoint:
 
     async def query_route(self, req, context):
         tc = topic_config(self.broker, req.topic.name, create=True)
+        client_id = metadata(context).get("x-mq-client-id")
+        if client_id:
+            self.sessions.route_queried(client_id, tc.topic_name)
         return spb.QueryRouteResponse(status=status(),
                                       message_queues=message_queues(self.broker, tc, req.topic, self.endpoints()))
 
@@ -180,11 +195,8 @@ class GrpcEndpoint:
             self.broker, tc, req.topic, self.endpoints(), fifo=self.popper.is_fifo(group)))
 
     async def heartbeat(self, req, context):
-        session = self.sessions.touch(client_id_of(context))
-        if req.client_type:
-            session.client_type = req.client_type
-        if req.HasField("group") and req.group.name:
-            session.group = self.consumers.group(req.group.name)
+        group = self.consumers.group(req.group.name) if req.HasField("group") and req.group.name else ""
+        self.sessions.heartbeat(client_id_of(context), req.client_type, group)
         return spb.HeartbeatResponse(status=status())
 
     async def notify_termination(self, req, context):
@@ -211,17 +223,24 @@ def _guard(response_type):
 
 def _stream_guard(response_type):
     """For a server-streaming RPC: ACL and malformed-request checks first, a refusal as the one
-    response's status (what the stream does after that is the handler's own business)."""
+    response's status (what the stream does after that is the handler's own business); the
+    handler's messages are written through a StreamStallGuard (a client that stops taking them
+    gets UNAVAILABLE instead of holding the stream forever)."""
     def wrap(fn):
         @functools.wraps(fn)
         async def handler(self, req, context):
             try:
                 self._admit(context, fn.__name__, req)
             except V2Error as exc:
-                yield response_type(status=exc.to_status())
+                await context.write(response_type(status=exc.to_status()))
                 return
-            async for resp in fn(self, req, context):
-                yield resp
+            guard = StreamStallGuard(context, self._e.broker.settings.limits.write_stall_timeout_s, fn.__name__)
+            try:
+                async with contextlib.aclosing(fn(self, req, context)) as responses:
+                    async for resp in responses:
+                        await guard.write(resp)
+            finally:
+                guard.close()
         return handler
     return wrap
 
@@ -287,6 +306,7 @@ class _Servicer(spb_grpc.MessagingServiceServicer):
 
     @_stream_guard(spb.ReceiveMessageResponse)
     async def ReceiveMessage(self, req, context):
+        self._e.sessions.heard_from(metadata(context).get("x-mq-client-id"))    # alive: its messages stay renewed
         async for resp in self._e.consumers.receive(req, context):
             yield resp
 

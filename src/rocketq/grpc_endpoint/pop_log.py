@@ -7,14 +7,21 @@ File ``<storePath>/grpc/pop.log``, append-only, one record per change, big-endia
       4     4  CRC-32 (zlib) of the payload
       8     1  kind: 1 POPPED (a message handed out, or its invisible time changed),
                      2 ACKED (acked, revived into the retry topic, or dead-lettered),
-                     3 NEXT (the queue's next offset to pop)
+                     3 NEXT (the queue's next offset to pop),
+                     4 RENEWING (the server renews this message for a client: a push consumer's
+                       auto-renew receive; an empty client id ends that)
       9     4  queue id
-     13     8  queue offset (POPPED / ACKED: the message's; NEXT: the next offset to pop)
-     21     8  receipt-handle version (POPPED / ACKED; 0 for NEXT)
-     29     8  invisible until, ms since the epoch (POPPED; 0 otherwise)
+     13     8  queue offset (POPPED / ACKED / RENEWING: the message's; NEXT: the next offset to pop)
+     21     8  receipt-handle version (POPPED / ACKED / RENEWING; 0 for NEXT)
+     29     8  POPPED: invisible until, ms since the epoch; RENEWING: first handed out, ms; 0 otherwise
      37     4  delivery attempt, 1 for a first delivery (POPPED; 0 otherwise)
      41   2+g  consumer group, uint16 length + UTF-8
       .   2+t  topic of the queue (the original topic or the group's pop retry topic), same
+      .   2+c  RENEWING only: the client id (``x-mq-client-id``), same
+
+A RENEWING record is kept across restarts so that a push consumer still working on a message
+when the broker restarts is not handed a second copy of it.  (Files with RENEWING records cannot
+be read by rocketq versions from before that kind: they stop with "unknown kind 4".)
 
 Replaying the file in order rebuilds, per (group, topic, queue), the messages in flight (a later
 POPPED for the same offset replaces an earlier one, ACKED removes it) and the next offset to pop.
@@ -35,11 +42,11 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-POPPED, ACKED, NEXT = 1, 2, 3
+POPPED, ACKED, NEXT, RENEWING = 1, 2, 3, 4
 _HEAD = struct.Struct(">II")
 _FIXED = struct.Struct(">BiqqqI")
 MAX_NAME_BYTES = 1024
-MAX_RECORD_BYTES = _FIXED.size + 4 + 2 * MAX_NAME_BYTES
+MAX_RECORD_BYTES = _FIXED.size + 6 + 3 * MAX_NAME_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +57,9 @@ class PopRecord:
     queue_id: int
     offset: int
     version: int = 0
-    deadline_ms: int = 0
+    deadline_ms: int = 0          # RENEWING: when the renewal began
     attempt: int = 0
+    client: str = ""              # RENEWING only
 
 
 class PopLogCorrupt(Exception):
@@ -59,11 +67,12 @@ class PopLogCorrupt(Exception):
 
 
 def encode(r: PopRecord) -> bytes:
-    g, t = r.group.encode(), r.topic.encode()
-    if len(g) > MAX_NAME_BYTES or len(t) > MAX_NAME_BYTES:
-        raise ValueError(f"group {r.group[:40]!r} or topic {r.topic[:40]!r} is longer than {MAX_NAME_BYTES} bytes")
+    names = [r.group.encode(), r.topic.encode()] + ([r.client.encode()] if r.kind == RENEWING else [])
+    if any(len(n) > MAX_NAME_BYTES for n in names):
+        raise ValueError(f"group {r.group[:40]!r}, topic {r.topic[:40]!r} or client {r.client[:40]!r} is longer "
+                         f"than {MAX_NAME_BYTES} bytes")
     payload = (_FIXED.pack(r.kind, r.queue_id, r.offset, r.version, r.deadline_ms, r.attempt)
-               + len(g).to_bytes(2, "big") + g + len(t).to_bytes(2, "big") + t)
+               + b"".join(len(n).to_bytes(2, "big") + n for n in names))
     return _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
 
 
@@ -81,12 +90,13 @@ def decode_all(data: bytes, *, path: str = "pop.log") -> tuple[list[PopRecord], 
         p = pos + _HEAD.size
         kind, qid, offset, version, deadline, attempt = _FIXED.unpack_from(data, p)
         p += _FIXED.size
-        glen = int.from_bytes(data[p:p + 2], "big")
-        group = data[p + 2:p + 2 + glen].decode()
-        p += 2 + glen
-        tlen = int.from_bytes(data[p:p + 2], "big")
-        topic = data[p + 2:p + 2 + tlen].decode()
-        records.append(PopRecord(kind, group, topic, qid, offset, version, deadline, attempt))
+        names = []
+        for _ in range(_name_count(kind)):
+            size = int.from_bytes(data[p:p + 2], "big")
+            names.append(data[p + 2:p + 2 + size].decode())
+            p += 2 + size
+        records.append(PopRecord(kind, names[0], names[1], qid, offset, version, deadline, attempt,
+                                 names[2] if kind == RENEWING else ""))
         pos += _HEAD.size + n
     return records, pos
 
@@ -102,19 +112,27 @@ def _check(data: bytes, pos: int) -> str | None:
         return "truncated payload"
     if zlib.crc32(payload) != crc:
         return "CRC mismatch"
-    if payload[0] not in (POPPED, ACKED, NEXT):
+    if payload[0] not in (POPPED, ACKED, NEXT, RENEWING):
         return f"unknown kind {payload[0]}"
-    glen = int.from_bytes(payload[_FIXED.size:_FIXED.size + 2], "big")
-    if _FIXED.size + 2 + glen + 2 > n:
-        return "group length overruns the record"
-    tlen = int.from_bytes(payload[_FIXED.size + 2 + glen:_FIXED.size + 4 + glen], "big")
-    if _FIXED.size + 4 + glen + tlen != n:
-        return "topic length does not fit the record"
-    try:
-        payload[_FIXED.size + 2:].decode()
-    except UnicodeDecodeError:
-        return "names are not UTF-8"
+    p = _FIXED.size
+    for what in ("group", "topic", "client id")[:_name_count(payload[0])]:
+        if p + 2 > n:
+            return f"{what} length overruns the record"
+        size = int.from_bytes(payload[p:p + 2], "big")
+        if p + 2 + size > n:
+            return f"{what} overruns the record"
+        try:
+            payload[p + 2:p + 2 + size].decode()
+        except UnicodeDecodeError:
+            return f"{what} is not UTF-8"
+        p += 2 + size
+    if p != n:
+        return "the names do not fit the record"
     return None
+
+
+def _name_count(kind: int) -> int:
+    return 3 if kind == RENEWING else 2
 
 
 def _is_tail(data: bytes, pos: int) -> bool:

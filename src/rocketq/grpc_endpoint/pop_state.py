@@ -2,6 +2,8 @@
 
 State per (group, queue topic, queue id): the next offset to pop and the messages handed out and
 not yet acked, each with a receipt-handle version, its invisible deadline and delivery attempt.
+Messages of a push consumer's auto-renew receive also have a :class:`Renewal` naming the client,
+logged too, so that a restarted broker goes on renewing them while that client is alive.
 The group's committed consumer offset (shared with remoting consumers) is the lowest offset still
 in flight, or the next offset to pop when nothing is.  Every change is written to the
 :class:`~rocketq.grpc_endpoint.pop_log.PopLog` before it is acted on, so a restarted broker knows
@@ -25,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from rocketq.grpc_endpoint.pop_log import ACKED, NEXT, POPPED, PopLog, PopRecord
+from rocketq.grpc_endpoint.pop_log import ACKED, NEXT, POPPED, RENEWING, PopLog, PopRecord
 
 
 class QueueKey(NamedTuple):
@@ -49,6 +51,14 @@ class QueueState:
 
     def commit_offset(self) -> int:
         return min(self.inflight) if self.inflight else self.next_offset
+
+
+@dataclass(slots=True)
+class Renewal:
+    """The server renews a message in flight for this client (its auto-renew receive)."""
+    client_id: str
+    since_ms: int                 # first handed out: renewal ends after the group's consume timeout
+    version: int                  # of the InFlight it renews (a nack issues a new version and ends it)
 
 
 class Handle(NamedTuple):
@@ -82,15 +92,23 @@ class PopState:
         self.queues: dict[QueueKey, QueueState] = {}
         self._version = 0
         self._deadlines: list[tuple[int, int, QueueKey, int]] = []     # (deadline, version, key, offset)
+        self.renewing: dict[tuple[QueueKey, int], Renewal] = {}          # (key, offset) -> renewal
 
     # -- start-up ----------------------------------------------------------------------------
 
     def load(self) -> None:
         """Replay the log, then rewrite it holding only the live state."""
+        renewing: dict[tuple[QueueKey, int], Renewal] = {}
         for r in self._log.load():
             key = QueueKey(r.group, r.topic, r.queue_id)
             self._version = max(self._version, r.version)
             q = self.queues.get(key)
+            if r.kind == RENEWING:
+                if r.client:
+                    renewing[(key, r.offset)] = Renewal(r.client, r.deadline_ms, r.version)
+                else:
+                    renewing.pop((key, r.offset), None)
+                continue
             if r.kind == NEXT:
                 if q is None:
                     self.queues[key] = QueueState(r.offset)
@@ -109,6 +127,11 @@ class PopState:
         for key, q in self.queues.items():
             for e in q.inflight.values():
                 heapq.heappush(self._deadlines, (e.deadline_ms, e.version, key, e.offset))
+        for (key, offset), r in renewing.items():
+            q = self.queues.get(key)
+            e = q.inflight.get(offset) if q else None
+            if e is not None and e.version == r.version:         # still the copy handed out then
+                self.renewing[(key, offset)] = r
         self.compact()
 
     def compact(self) -> None:
@@ -117,6 +140,7 @@ class PopState:
             records.append(PopRecord(NEXT, key.group, key.topic, key.queue_id, q.next_offset))
             records.extend(PopRecord(POPPED, key.group, key.topic, key.queue_id, e.offset, e.version, e.deadline_ms,
                                      e.attempt) for e in q.inflight.values())
+        records.extend(_renewing_record(key, offset, r) for (key, offset), r in self.renewing.items())
         self._log.rewrite(records)
 
     # -- queries -----------------------------------------------------------------------------
@@ -187,10 +211,26 @@ class PopState:
         heapq.heappush(self._deadlines, (e.deadline_ms, e.version, key, e.offset))
 
     def change(self, key: QueueKey, e: InFlight, invisible_ms: int) -> InFlight:
+        """A new version of *e* (a client's own invisible time): its renewal, if any, ends."""
+        self.renewing.pop((key, e.offset), None)          # the log needs nothing: the version no longer matches
         return self.pop(key, e.offset, invisible_ms=invisible_ms, attempt=e.attempt)
 
     def ack(self, key: QueueKey, e: InFlight) -> None:
         self._log.append([PopRecord(ACKED, key.group, key.topic, key.queue_id, e.offset, e.version)])
+        self.renewing.pop((key, e.offset), None)
         q = self.queues[key]
         if q.inflight.get(e.offset) is e:
             del q.inflight[e.offset]
+
+    def own(self, key: QueueKey, e: InFlight, client_id: str, since_ms: int) -> None:
+        """From now on the server renews *e* for *client_id* (until :meth:`disown`, a nack or an ack)."""
+        r = self.renewing[(key, e.offset)] = Renewal(client_id, since_ms, e.version)
+        self._log.append([_renewing_record(key, e.offset, r)])
+
+    def disown(self, key: QueueKey, offset: int) -> None:
+        if self.renewing.pop((key, offset), None) is not None:
+            self._log.append([_renewing_record(key, offset, Renewal("", 0, 0))])
+
+
+def _renewing_record(key: QueueKey, offset: int, r: Renewal) -> PopRecord:
+    return PopRecord(RENEWING, key.group, key.topic, key.queue_id, offset, r.version, r.since_ms, 0, r.client_id)

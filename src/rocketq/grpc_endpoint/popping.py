@@ -15,8 +15,15 @@ acked or its invisible time is over.  Then:
   from its place with the next attempt number, or dead-lettered at the max.
 
 Messages of an auto-renew receive (push consumers) are renewed in place before they would become
-visible, while their client keeps its Telemetry stream and within the group's
-``consumeTimeoutMinute`` (RocketMQ proxy's ``ReceiptHandleProcessor``); a nack stops that.
+visible, while their client is alive (see :meth:`Sessions.alive`) and within the group's
+``consumeTimeoutMinute`` (RocketMQ proxy's ``DefaultReceiptHandleManager``); a nack stops that.
+Once the client is gone they come back within ``clear_invisible_ms`` (the proxy's
+``invisibleTimeMillisWhenClear``, 1 s) instead of after the rest of their invisible time.
+
+A tag filter is applied by the store at the consume-queue level; a pop round reads each queue on
+past other tags until the batch is full, within a budget of consume-queue units per round
+(:data:`MAX_SCAN_UNITS_PER_ROUND`); a receive whose round ran out of budget starts another one at
+once (others take the lock in between) until its long-polling time is over.
 
 The group's consumer offset in ``consumerOffset.json`` follows the lowest offset in flight, so
 remoting tools see the group's progress and lag.  All state changes run on the event loop under
@@ -30,6 +37,7 @@ import logging
 import random
 
 from rocketq.broker.topic_config import TopicConfigError
+from rocketq.common.javahash import tag_hash
 from rocketq.common.sysflag import PROPERTY_UNIQ_KEY
 from rocketq.grpc_endpoint.convert import PROPERTY_RETRY_TOPIC, stored_to_v2
 from rocketq.grpc_endpoint.pop_state import Handle, InFlight, PopState, QueueKey
@@ -43,6 +51,13 @@ PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 MAX_WAITERS_PER_TOPIC = 10_000
 REVIVE_RETRY_MS = 1_000
+# Reading a backlog for a receive (RocketMQ's pop reads up to maxFilterMessageSize, 16,000 bytes =
+# 800 consume-queue units, per queue and pop, and the broker's long polling pops again):
+MAX_SCAN_UNITS_PER_ROUND = 50_000   # units one pop round passes over (all queues), holding the lock; then the
+#                                     receive lets others in and scans on in a new round, up to its polling time
+FILTER_READ_MAX_UNITS = 4_096      # units one store read looks at under a tag filter (~80 KB of consume queue)
+FILTER_READ_GROWTH = 4             # each read under a filter looks at this many times more units than the last
+_READ_ON = (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)   # what is read past
 
 
 def pop_retry_topic(group: str, topic: str) -> str:
@@ -61,11 +76,12 @@ class Popper:
         self.lock = asyncio.Lock()
         self._rotation = 0
         self._renew_for: str | None = None
+        self._scan_left = MAX_SCAN_UNITS_PER_ROUND
+        self.cut_short = False               # the last pop round stopped at its scan budget, not at the queues' ends
         self._loop = asyncio.get_running_loop()
         self._waiters: dict[str, set[asyncio.Future]] = {}
-        # auto-renew receives (push consumers): (queue, offset) -> (client id, first handed out, ms)
-        self.renewing: dict[tuple[QueueKey, int], tuple[str, int]] = {}
-        self.renewals = 0
+        self.renewals = 0                    # auto-renew messages renewed (for tests and stats)
+        self.cleared = 0                     # ... given back early because their client was gone
 
     # -- waking long polls --------------------------------------------------------------------
 
@@ -118,6 +134,7 @@ class Popper:
         sources += [(QueueKey(group, topic, queue_ids[(self._rotation + i) % n]), False) for i in range(n)]
         fifo = self.is_fifo(group)
         self._renew_for = renew_for          # read by _v2; pops never overlap (the caller holds the lock)
+        self._scan_left, self.cut_short = MAX_SCAN_UNITS_PER_ROUND, False
         try:
             for key, is_retry in sources:
                 if len(out) >= batch:
@@ -156,24 +173,50 @@ class Popper:
                     out.append(self._v2(key, is_retry, topic, m, e2, invisible_ms, namespace))
             if q.inflight:
                 return out
-        res = self._broker.store.get_messages(key.topic, key.queue_id, q.next_offset, want)
-        if res.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
-            q.next_offset = res.next_begin_offset         # the queue was cut or reset under us
-            return out
-        with self.state.batched():                      # one write to the pop log for the batch
+        with self.state.batched():                      # one write to the pop log for the round
+            out += self._scan(key, q, is_retry, topic, want - len(out), invisible_ms, tags, namespace)
+        self._commit(key)
+        return out
+
+    def _scan(self, key: QueueKey, q, is_retry: bool, topic: str, want: int, invisible_ms: int,
+              tags: set[str] | None, namespace: str) -> list[pb.Message]:
+        """Read *key*'s queue on from its pop offset until *want* messages matched, the queue ends,
+        or the round's scan budget is spent (then :attr:`cut_short` is set).  Under a tag filter
+        the store skips other tags at the consume-queue level; each read looks at more units
+        than the last (dense matches stay cheap, a backlog of other tags is crossed in few
+        reads).  The pop offset advances past everything looked at, taken or filtered out."""
+        codes = {tag_hash(t) for t in tags} if tags is not None else None
+        out: list[pb.Message] = []
+        count = want
+        while len(out) < want:
+            if self._scan_left <= 0:
+                self.cut_short = True
+                break
+            count = min(count, self._scan_left)
+            start = q.next_offset
+            res = self._broker.store.get_messages(key.topic, key.queue_id, start, count, tag_codes=codes)
+            if res.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+                q.next_offset = res.next_begin_offset         # the queue was cut or reset under us
+                break
+            if res.status not in _READ_ON or res.next_begin_offset <= start:
+                break                                         # the end of the queue (or nothing there yet)
+            self._scan_left -= res.next_begin_offset - start
+            next_offset = res.next_begin_offset
             for m in res.messages:
                 if tags is not None and m.tags not in tags:
-                    continue
+                    continue                                  # a tags-code collision
+                if len(out) == want:
+                    next_offset = m.queue_offset              # the rest of this read waits for the next pop
+                    break
                 e = self.state.pop(key, m.queue_offset, invisible_ms=invisible_ms, attempt=m.reconsume_times + 1)
                 out.append(self._v2(key, is_retry, topic, m, e, invisible_ms, namespace))
-            if res.messages or res.status == GetStatus.NO_MATCHED_MESSAGE:
-                self.state.advance(key, res.next_begin_offset)
-        self._commit(key)
+            self.state.advance(key, next_offset)
+            count = min(count * FILTER_READ_GROWTH, FILTER_READ_MAX_UNITS) if codes is not None else want - len(out)
         return out
 
     def _v2(self, key, is_retry, topic, m, e: InFlight, invisible_ms, namespace) -> pb.Message:
         if self._renew_for:
-            self.renewing[(key, e.offset)] = (self._renew_for, self._clock_ms())
+            self.state.own(key, e, self._renew_for, self._clock_ms())
         handle = Handle(is_retry, key.queue_id, e.offset, e.version, e.deadline_ms).encode()
         return stored_to_v2(m, topic=topic, namespace=namespace, receipt_handle=handle, invisible_ms=invisible_ms,
                             attempt=e.attempt)
@@ -189,36 +232,60 @@ class Popper:
     def key_of(self, group: str, topic: str, handle: Handle) -> QueueKey:
         return QueueKey(group, pop_retry_topic(group, topic) if handle.retry else topic, handle.queue_id)
 
-    def in_flight(self, group: str, topic: str, receipt_handle: str) -> tuple[QueueKey, InFlight]:
+    def in_flight(self, group: str, topic: str, receipt_handle: str, *,
+                  repeat_ok: bool = False) -> tuple[QueueKey, InFlight] | None:
+        """The message in flight *receipt_handle* names.  With *repeat_ok* (an ack), a handle that
+        names none any more but has not expired yet gives None: acked already, or replaced by
+        ChangeInvisibleDuration - RocketMQ's broker takes such an ack as done (it only writes
+        another ack record), and its proxy refuses only an expired handle."""
         handle = Handle.parse(receipt_handle)
         if handle is None:
             raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle[:80]!r} is malformed")
         key = self.key_of(group, topic, handle)
         e = self.state.find(key, handle)
-        if e is None:
+        if e is not None:
+            return key, e
+        if handle.deadline_ms <= self._clock_ms():
             raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle!r} of group {group!r} topic "
-                                                       f"{topic!r} is expired, already acked, or was replaced")
-        return key, e
+                                                       f"{topic!r} has expired")
+        if repeat_ok:
+            return None
+        raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle!r} of group {group!r} topic "
+                                                   f"{topic!r} names no message in flight (acked, or replaced by "
+                                                   "ChangeInvisibleDuration)")
 
     def change(self, key: QueueKey, e: InFlight, invisible_ms: int) -> InFlight:
-        """The client set the invisible time itself (a push consumer's nack): stop renewing it."""
-        self.renewing.pop((key, e.offset), None)
+        """The client set the invisible time itself (a push consumer's nack): that ends its renewal."""
         return self.state.change(key, e, invisible_ms)
 
-    def renew_due(self, alive, *, invisible_ms: int, ahead_ms: int) -> int:
-        """Renew auto-renew messages about to become visible while their client is connected and
-        within the group's consume timeout; returns how many were renewed."""
+    def renew_due(self, alive, *, invisible_ms: int, ahead_ms: int, clear_ms: int) -> int:
+        """Renew auto-renew messages about to become visible while their client is *alive* and
+        within the group's consume timeout; a message whose client is gone comes back within
+        *clear_ms* (RocketMQ proxy's ``clearGroup`` with ``invisibleTimeMillisWhenClear``).
+        Returns how many were renewed."""
         now = self._clock_ms()
         renewed = 0
-        for (key, offset), (client_id, since) in list(self.renewing.items()):
+        verdicts: dict[str, bool] = {}
+        for (key, offset), r in list(self.state.renewing.items()):
             q = self.state.queues.get(key)
             e = q.inflight.get(offset) if q else None
-            if e is not None and e.deadline_ms - now > ahead_ms:
+            if e is None or e.version != r.version or e.deadline_ms <= now:
+                self.state.disown(key, offset)
+                continue
+            live = verdicts.get(r.client_id)
+            if live is None:
+                live = verdicts[r.client_id] = alive(r.client_id)
+            if not live:
+                if e.deadline_ms > now + clear_ms:
+                    self.state.renew(key, e, clear_ms)       # in place: a late ack of the handle still works
+                self.state.disown(key, offset)
+                self.cleared += 1
+                continue
+            if e.deadline_ms - now > ahead_ms:
                 continue
             cfg = self._broker.groups.get(key.group)
-            limit_ms = (cfg.consume_timeout_minute if cfg else 15) * 60_000
-            if e is None or e.deadline_ms <= now or not alive(client_id) or now - since > limit_ms:
-                del self.renewing[(key, offset)]
+            if now - r.since_ms > (cfg.consume_timeout_minute if cfg else 15) * 60_000:
+                self.state.disown(key, offset)               # consumed too long: let it come back
                 continue
             self.state.renew(key, e, invisible_ms)
             renewed += 1
@@ -226,7 +293,6 @@ class Popper:
         return renewed
 
     def finish(self, key: QueueKey, e: InFlight) -> None:
-        self.renewing.pop((key, e.offset), None)
         self.state.ack(key, e)
         self._commit(key)
         if self.is_fifo(key.group):

@@ -57,10 +57,11 @@ from rocketq.common.sysflag import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
+from rocketq.grpc_endpoint.checkback import tx_group
 from rocketq.grpc_endpoint.convert import v2_to_message
 from rocketq.grpc_endpoint.protocol import Code, V2Error, pb, spb, status, timestamp_ms
 from rocketq.grpc_endpoint.route import accepted_types, topic_config
-from rocketq.grpc_endpoint.sessions import Sessions, client_id_of, tx_group
+from rocketq.grpc_endpoint.sessions import Sessions, client_id_of
 from rocketq.grpc_endpoint.settings import EndpointSettings
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
 from rocketq.store.results import PutStatus

@@ -1,20 +1,28 @@
-"""gRPC clients: their Telemetry streams, settings, heartbeats, and transaction check-backs.
+"""gRPC clients: who is there, their Telemetry streams and settings.
 
-A client is known by the ``x-mq-client-id`` metadata every call carries.  It keeps at most one
-Telemetry stream: a second stream from the same client replaces the first, which is ended.  Every
-``settings`` command is answered with status OK and the client's settings merged with the
-broker's policy (RocketMQ ``GrpcClientSettingsManager``): producers get a 3-attempt exponential
-backoff (10 ms .. 1 s) and the broker's max body size; consumers get ``fifo`` from the group's
-``consumeMessageOrderly``, a receive batch size, a long-polling timeout and the delay-level backoff
-with ``retryMaxTimes + 1`` attempts.  A stream that sends no settings within
-``settings_timeout_s`` is answered BAD_REQUEST and closed; a stream whose client goes away is
-dropped; a client with neither stream nor heartbeat for ``session_expire_s`` is forgotten.
+A client is known by the ``x-mq-client-id`` metadata every call carries, from its first call on
+(a Telemetry stream, a heartbeat, a route query): what kind of client it is and its group come
+from its settings or its heartbeats, the topics it publishes to from its settings or its route
+queries.  So a client that lost its stream in a broker restart is served on: the 5.1.2 Python
+client reopens the stream only at its next 300 s settings tick, and sends no settings on it
+(it sends them at the tick after), which this endpoint, like RocketMQ's proxy, simply keeps
+open.
 
-Transactions: a gRPC producer is registered with the broker's client manager as a producer of
-group ``GRPC_TX_<topic>`` for the topics it publishes to, through a small stand-in connection
-whose ``send_oneway`` turns the transaction checker's CHECK_TRANSACTION_STATE into a Telemetry
-``recover_orphaned_transaction_command``.  The transaction id handed out is the offset message
-id of the half message, so EndTransaction finds it in the commit log.
+A client keeps at most one Telemetry stream: a second stream from the same client replaces the
+first, which is ended.  Every ``settings`` command is answered with status OK and the client's
+settings merged with the broker's policy (RocketMQ ``GrpcClientSettingsManager``): producers get a
+3-attempt exponential backoff (10 ms .. 1 s) and the broker's max body size; consumers get
+``fifo`` from the group's ``consumeMessageOrderly``, a receive batch size, a long-polling timeout
+and the delay-level backoff with ``retryMaxTimes + 1`` attempts.
+
+:meth:`Sessions.alive` is what keeps a push consumer's messages renewed: a client is alive while
+its stream is open or it was heard from (heartbeats come every 10 s) within ``client_silent_s``;
+it is gone once its stream ends without a newer one taking over, or it said goodbye
+(NotifyClientTermination), until it is heard from again.  A client with neither stream nor call
+for ``session_expire_s`` is forgotten.
+
+Transactions: a producer is a member of group ``GRPC_TX_<topic>`` for each topic it publishes to;
+the check-backs go out as in :mod:`rocketq.grpc_endpoint.checkback`.
 """
 
 from __future__ import annotations
@@ -24,22 +32,15 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from rocketq.common.msgid import offset_msg_id
-from rocketq.common.sysflag import PROPERTY_REAL_TOPIC
-from rocketq.grpc_endpoint.convert import stored_to_v2
+from rocketq.grpc_endpoint.checkback import ENDPOINT_CLIENT_ID, GroupCheckBack, tx_group
 from rocketq.grpc_endpoint.protocol import Code, Malformed, V2Error, ms_duration, pb, spb, status
 from rocketq.grpc_endpoint.settings import EndpointSettings
-from rocketq.store.record import StoredMessage
 
 log = logging.getLogger(__name__)
 
-TX_GROUP_PREFIX = "GRPC_TX_"
 PRODUCER_MAX_ATTEMPTS = 3
 MAX_SESSIONS = 100_000
-
-
-def tx_group(topic: str) -> str:
-    return TX_GROUP_PREFIX + topic
+MAX_TOPICS_PER_CLIENT = 1_024           # topics remembered per client from its route queries
 
 
 def metadata(context) -> dict[str, str]:
@@ -60,24 +61,11 @@ class ClientSession:
     client_type: int = 0
     group: str = ""
     tx_groups: set[str] = field(default_factory=set)
-    outbox: asyncio.Queue | None = None
+    topics: set[str] = field(default_factory=set)        # from its route queries
+    outbox: asyncio.Queue | None = None                 # its Telemetry stream, when one is open
     last_seen: float = field(default_factory=time.monotonic)
-
-
-class _CheckBackConnection:
-    """What the transaction checker takes for a producer connection."""
-
-    def __init__(self, sessions: Sessions, client_id: str):
-        self._sessions, self.client_id = sessions, client_id
-
-    async def send_oneway(self, cmd) -> None:
-        half = StoredMessage(cmd.body)
-        phy = int(cmd.get_int("commitLogOffset"))
-        topic = half.properties.get(PROPERTY_REAL_TOPIC, half.topic)
-        command = spb.RecoverOrphanedTransactionCommand(
-            message=stored_to_v2(half, topic=topic),
-            transaction_id=offset_msg_id(self._sessions.broker.store.store_host, phy))
-        self._sessions.push(self.client_id, spb.TelemetryCommand(recover_orphaned_transaction_command=command))
+    gone: bool = False                                  # its stream ended, or it said goodbye
+    settings_received: int = 0                          # settings commands so far (diagnostics)
 
 
 class Sessions:
@@ -85,20 +73,59 @@ class Sessions:
         self.broker = broker
         self._settings = settings
         self.clients: dict[str, ClientSession] = {}
+        self._started = time.monotonic()
+        self._closing = False
+        self._tx_members: dict[str, set[str]] = {}           # producer group -> client ids
+        self._checkbacks: dict[str, GroupCheckBack] = {}
 
     def touch(self, client_id: str) -> ClientSession:
+        """The client made a call: it is there."""
         s = self.clients.get(client_id)
         if s is None:
             if len(self.clients) >= MAX_SESSIONS:
                 raise V2Error(Code.TOO_MANY_REQUESTS, f"this endpoint already serves {MAX_SESSIONS} clients")
             s = self.clients[client_id] = ClientSession(client_id)
         s.last_seen = time.monotonic()
+        s.gone = False
         return s
 
-    def connected(self, client_id: str) -> bool:
-        """The client has a Telemetry stream open (what keeps its auto-renew receives invisible)."""
+    def heard_from(self, client_id: str | None) -> None:
+        """A call that needs no session (a receive): the client counts as alive if it has one."""
+        if client_id and (client_id in self.clients or len(self.clients) < MAX_SESSIONS):
+            self.touch(client_id)
+
+    def alive(self, client_id: str) -> bool:
+        """Whether the server goes on renewing this client's messages (see the module docstring).
+        A client not heard from since this endpoint started is given ``client_silent_s`` to show
+        up: after a broker restart its messages in flight are still being worked on."""
         s = self.clients.get(client_id)
-        return s is not None and s.outbox is not None
+        now = time.monotonic()
+        if s is None:
+            return now - self._started < self._settings.client_silent_s
+        if s.gone:
+            return False
+        return s.outbox is not None or now - s.last_seen < self._settings.client_silent_s
+
+    def heartbeat(self, client_id: str, client_type: int, group: str) -> ClientSession:
+        s = self.touch(client_id)
+        if client_type:
+            s.client_type = client_type
+        if group:
+            s.group = group
+        if s.client_type == pb.ClientType.PRODUCER:
+            for topic in s.topics:
+                self.register_tx_producer(client_id, topic)
+        return s
+
+    def route_queried(self, client_id: str, topic: str) -> None:
+        """A route query: a producer's route queries name the topics it publishes to."""
+        if client_id not in self.clients and len(self.clients) >= MAX_SESSIONS:
+            return                                    # a route is served without a session
+        s = self.touch(client_id)
+        if topic not in s.topics and len(s.topics) < MAX_TOPICS_PER_CLIENT:
+            s.topics.add(topic)
+        if s.client_type == pb.ClientType.PRODUCER:
+            self.register_tx_producer(client_id, topic)
 
     def push(self, client_id: str, cmd) -> bool:
         s = self.clients.get(client_id)
@@ -114,28 +141,53 @@ class Sessions:
     def register_tx_producer(self, client_id: str, topic: str) -> None:
         s = self.touch(client_id)
         group = tx_group(topic)
-        if group not in s.tx_groups:
-            s.tx_groups.add(group)
-            self.broker.clients.heartbeat(_CheckBackConnection(self, client_id),
-                                          {"clientID": client_id, "producerDataSet": [{"groupName": group}]})
+        if group in s.tx_groups:
+            return
+        s.tx_groups.add(group)
+        self._tx_members.setdefault(group, set()).add(client_id)
+        if group not in self._checkbacks:
+            conn = self._checkbacks[group] = GroupCheckBack(self, group)
+            self.broker.clients.heartbeat(conn, {"clientID": ENDPOINT_CLIENT_ID,
+                                                 "producerDataSet": [{"groupName": group}]})
+
+    def streaming_members(self, group: str) -> list[str]:
+        """The producers of *group* that have a Telemetry stream open."""
+        return sorted(cid for cid in self._tx_members.get(group, ())
+                      if (s := self.clients.get(cid)) is not None and s.outbox is not None)
+
+    def _leave_tx_groups(self, s: ClientSession) -> None:
+        for group in s.tx_groups:
+            members = self._tx_members.get(group)
+            if members is not None:
+                members.discard(s.client_id)
+                if not members:
+                    del self._tx_members[group]
+                    self._checkbacks.pop(group, None)
+                    self.broker.clients.unregister(ENDPOINT_CLIENT_ID, producer_group=group, consumer_group=None)
+        s.tx_groups.clear()
 
     def terminate(self, client_id: str) -> None:
-        s = self.clients.pop(client_id, None)
+        """NotifyClientTermination: the client is gone (its messages in flight come back soon)."""
+        s = self.clients.get(client_id)
         if s is None:
             return
-        for group in s.tx_groups:
-            self.broker.clients.unregister(client_id, producer_group=group, consumer_group=None)
+        s.gone = True
+        self._leave_tx_groups(s)
         if s.outbox is not None:
             _close_outbox(s.outbox)
 
     def expire(self) -> None:
         limit = time.monotonic() - self._settings.session_expire_s
         for cid in [cid for cid, s in self.clients.items() if s.outbox is None and s.last_seen < limit]:
-            self.terminate(cid)
+            self._leave_tx_groups(self.clients.pop(cid))
 
     def close(self) -> None:
-        for cid in list(self.clients):
-            self.terminate(cid)
+        """The endpoint stops: streams end, but no client is taken as gone (a restart is coming)."""
+        self._closing = True
+        for s in list(self.clients.values()):
+            self._leave_tx_groups(s)
+            if s.outbox is not None:
+                _close_outbox(s.outbox)
 
     # -- Telemetry -------------------------------------------------------------------------------
 
@@ -161,25 +213,19 @@ class Sessions:
                 yield cmd
         finally:
             reader.cancel()
-            if session.outbox is outbox:
+            if session.outbox is outbox:             # ended, and no newer stream of the client took over
                 session.outbox = None
                 session.last_seen = time.monotonic()
+                if not self._closing:
+                    session.gone = True
 
     async def _read(self, request_iterator, session: ClientSession, outbox: asyncio.Queue,
                     settings_check=None) -> None:
-        it = request_iterator.__aiter__()
         try:
-            try:
-                first = await asyncio.wait_for(it.__anext__(), self._settings.settings_timeout_s)
-            except TimeoutError:
-                _offer(outbox, spb.TelemetryCommand(status=status(
-                    Code.BAD_REQUEST, f"no settings within {self._settings.settings_timeout_s:g} s of opening Telemetry")))
-                return
-            cmd = first
-            while self._on_command(session, cmd, outbox, settings_check):
-                cmd = await it.__anext__()
-        except StopAsyncIteration:
-            pass
+            # no settings may come for a long time (a 5.1.2 client's stream reopened after a restart)
+            async for cmd in request_iterator:
+                if not self._on_command(session, cmd, outbox, settings_check):
+                    break
         except asyncio.CancelledError:
             raise
         except Exception as exc:               # the client went away, or sent garbage
@@ -194,6 +240,7 @@ class Sessions:
             return True
         if not cmd.HasField("settings"):
             return True                          # thread stack traces, verify results: nothing to do
+        session.settings_received += 1
         if settings_check is not None:
             try:
                 settings_check(cmd.settings)

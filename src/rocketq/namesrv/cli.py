@@ -21,6 +21,7 @@ import click
 from rocketq.cli.log_setup import apply as apply_logging, log_options
 from rocketq.namesrv.controller import DEFAULT_MASTER_TIMEOUT_MS
 from rocketq.namesrv.server import DEFAULT_PORT, NameServer
+from rocketq.remoting.limits import raise_open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ def _from_config(config_file: Path | None, host: str | None, port: int | None, a
 
 
 def run_loop(coro) -> None:
+    raise_open_files_limit()                   # a server process: the connection limit is sized from it
     try:
         import uvloop
     except ImportError:

@@ -43,6 +43,7 @@ from rocketq.namesrv.kv_config import KVConfigManager
 from rocketq.namesrv.processor import NamesrvContext, dispatch
 from rocketq.namesrv.route_info import DEFAULT_BROKER_EXPIRE_MS, RouteInfoManager
 from rocketq.remoting import RemotingCommand, RemotingConnection, RemotingServer, RequestCode
+from rocketq.remoting.limits import ConnectionLimits
 from rocketq.remoting.tls import ServerTls
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,8 @@ class NameServer:
                  scan_interval_s: float = DEFAULT_SCAN_INTERVAL_S, expire_ms: int = DEFAULT_BROKER_EXPIRE_MS,
                  clock: Callable[[], int] = wall_clock_ms, tls: ServerTls | None = None,
                  controller: bool = False, controller_master_timeout_ms: int = DEFAULT_MASTER_TIMEOUT_MS,
-                 controller_elect_unclean: bool = False, acl=None) -> None:
+                 controller_elect_unclean: bool = False, acl=None,
+                 limits: ConnectionLimits = ConnectionLimits()) -> None:
         if scan_interval_s <= 0 or expire_ms <= 0:
             raise ValueError("scan_interval_s and expire_ms must be positive")
         self.routes = RouteInfoManager()
@@ -82,7 +84,8 @@ class NameServer:
         self._scan_interval_s = scan_interval_s
         self._expire_ms = expire_ms
         self._conn_ids = itertools.count(1)
-        self._server = RemotingServer(self._handle, host, port, on_connect=self._on_connect, tls=tls)
+        self._server = RemotingServer(self._handle, host, port, on_connect=self._on_connect, tls=tls, limits=limits,
+                                      what="NameServer")
         self._scan_task: asyncio.Task | None = None
         self.acl = acl                          # AclValidator or None
         self._acl_task: asyncio.Task | None = None

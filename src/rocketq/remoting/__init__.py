@@ -6,6 +6,8 @@
 * :mod:`~rocketq.remoting.connection` — one connection, either side: request/response matching by
   opaque, in-flight limits, back-pressure.
 * :mod:`~rocketq.remoting.transport` — :class:`RemotingServer` and :class:`RemotingClient`.
+* :mod:`~rocketq.remoting.limits` — what one client can make a server hold: connections, idle
+  time, the listen backlog, queued answers (back-pressure), descriptors.
 """
 
 from rocketq.remoting.codec import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, decode_header, encode, encode_header

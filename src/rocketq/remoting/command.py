@@ -122,6 +122,9 @@ class RemotingCommand:
         value = self.ext_fields.get(name)
         if value is None or value == "":
             return self._missing(name, default)
+        if value.__class__ is str and len(value) < 20 and value.isascii() and \
+                (value.isdigit() or value[0] == "-" and value[1:].isdigit()):
+            return int(value)          # what every client sends; the general parse below for the rest
         parsed = parse_int_value(value)
         if parsed is None:
             raise RemotingCommandError(name, f"is not an integer: {_short(value)}")

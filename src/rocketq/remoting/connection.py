@@ -20,6 +20,13 @@ Invariants and limits:
   pause/resume_writing).  The only writes that do not wait are SYSTEM_BUSY answers; should the
   peer stop reading while flooding us, the buffer would grow, so past ``MAX_WRITE_BUFFER_BYTES``
   the connection is aborted.
+* While writing is paused no handler starts: a request waits before its handler, so the answers
+  of requests that arrived together cannot pile up past one answer over the high-water mark.
+  (A server connection also stops reading then; see ``rocketq.remoting.transport``.)  A handler
+  that waited for something else (a suspended long poll) calls ``until_writable`` before it
+  makes a large answer, so many of them woken at once do not each hold one.
+* ``idle_sweep`` tells a server's idle sweeper whether the connection carried no traffic and had
+  nothing in flight (a suspended long poll is in flight) since the last sweeps.
 * Frames written in one loop iteration are queued and sent together by one ``writelines`` at the
   end of it (one syscall per batch of answers, not per answer); past ``FLUSH_NOW_BYTES`` queued
   they are written at once.
@@ -100,6 +107,9 @@ class RemotingConnection(asyncio.Protocol):
         self._tasks: set[asyncio.Task] = set()
         self._inflight = 0
         self._write_paused = False
+        self._written_bytes = 0               # handed to the transport so far: sent = this - its buffer
+        self._traffic = False                 # bytes in or out since the idle sweeper last looked
+        self._idle_sweeps = 0
         self._out: list[bytes] = []           # frames written in this loop iteration, sent together
         self._out_bytes = 0
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -165,6 +175,12 @@ class RemotingConnection(asyncio.Protocol):
         finally:
             self._pending.pop(opaque, None)
 
+    async def until_writable(self) -> None:
+        """Return once the answers queued for the peer are below the high-water mark (at once when
+        they are) or the connection is closing."""
+        while self._write_paused and not self._closing:
+            await self._wait_drained()        # waiters are woken together: look again, the first may refill it
+
     async def send_oneway(self, cmd: RemotingCommand) -> None:
         """Send *cmd* with the ONEWAY flag; the peer will not answer."""
         self._assign_opaque(cmd, oneway=True)
@@ -210,6 +226,7 @@ class RemotingConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
+        self._traffic = True
         self._decoder.receive_data(data)
         self._process_frames()
 
@@ -278,6 +295,10 @@ class RemotingConnection(asyncio.Protocol):
 
     async def _handle(self, cmd: RemotingCommand) -> None:
         try:
+            if self._write_paused:            # the peer is not reading: produce no answer before it does
+                await self.until_writable()
+                if self._closing:
+                    return
             response = await self._call_handler(cmd)
             if response is not None and not cmd.is_oneway:
                 response.opaque = cmd.opaque
@@ -319,9 +340,13 @@ class RemotingConnection(asyncio.Protocol):
     async def _write_command(self, cmd: RemotingCommand) -> None:
         self._write_frame(cmd)
         if self._write_paused:
-            waiter = self._loop.create_future()
-            self._drain_waiters.append(waiter)
-            await waiter
+            await self._wait_drained()
+
+    async def _wait_drained(self) -> None:
+        """Until the transport resumes writing or the connection is lost."""
+        waiter = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
 
     def _write_nowait(self, cmd: RemotingCommand) -> None:
         try:
@@ -354,9 +379,12 @@ class RemotingConnection(asyncio.Protocol):
     def _flush_out(self) -> None:
         """Send every frame queued since the last flush with one writelines (one syscall under
         load instead of one per answer)."""
-        out, self._out, self._out_bytes = self._out, [], 0
+        out, out_bytes = self._out, self._out_bytes
+        self._out, self._out_bytes = [], 0
         transport = self._transport
         if out and transport is not None and not transport.is_closing():
+            self._traffic = True
+            self._written_bytes += out_bytes
             transport.writelines(out)
 
     def _wake_drain_waiters(self) -> None:
@@ -370,6 +398,23 @@ class RemotingConnection(asyncio.Protocol):
             callback(self)
         except Exception:
             log.exception("on_close callback %r failed for %s", callback, self.peer)
+
+    def idle_sweep(self, sweeps: int) -> bool:
+        """Called by a server's idle sweeper; True once *sweeps* calls in a row found no traffic
+        and nothing in flight (then the connection is idle and should be closed)."""
+        if self._traffic or self._inflight or self._pending:
+            self._traffic = False
+            self._idle_sweeps = 0
+            return False
+        self._idle_sweeps += 1
+        return self._idle_sweeps >= sweeps
+
+    @property
+    def sent_bytes(self) -> int:
+        """Bytes the peer's socket has taken so far (written to the transport minus its buffer)."""
+        transport = self._transport
+        buffered = transport.get_write_buffer_size() if transport is not None and not transport.is_closing() else 0
+        return self._written_bytes - buffered
 
     def cancel_handlers(self) -> list[asyncio.Task]:
         """Cancel the handlers still running (server shutdown); returns their tasks to await."""

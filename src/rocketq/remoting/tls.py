@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 TLS_HANDSHAKE_RECORD = 0x16
 FIRST_BYTE_TIMEOUT_S = 10.0
 RELOAD_CHECK_INTERVAL_S = 1.0
+ACCEPT_RETRY_S = 1.0                   # after accept() fails for want of descriptors or memory
 
 
 class TlsMode(str, Enum):
@@ -188,19 +189,24 @@ class TlsListener:
     Each accepted socket waits for the client's first byte (peeked): a TLS handshake record gets
     the current (reloaded) SSL context; anything else is served plain in ``permissive`` mode and
     closed in ``enforcing`` mode.  The socket then goes to the event loop with *protocol_factory*
-    (``loop.connect_accepted_socket``).  *what* names the port in logs."""
+    (``loop.connect_accepted_socket``).  *what* names the port in logs.  *admit*, given the number
+    of sockets waiting for their first byte, says whether one more may wait (else it is closed at
+    once: the owner's connection limit counts those too); *backlog* is the listen queue."""
 
     def __init__(self, tls: ServerTls, host: str, port: int,
-                 protocol_factory: Callable[[], asyncio.BaseProtocol], *, what: str = "server") -> None:
+                 protocol_factory: Callable[[], asyncio.BaseProtocol], *, what: str = "server",
+                 backlog: int = 1024, admit: Callable[[int], bool] | None = None) -> None:
         self.tls, self.host, self._port = tls, host, port
         self._factory = protocol_factory
         self._what = what
+        self._backlog = backlog
+        self._admit = admit
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task | None = None
         self._accepted: set[asyncio.Task] = set()
 
     def bind(self) -> TlsListener:
-        self._sock = socket.create_server((self.host, self._port), backlog=1024,
+        self._sock = socket.create_server((self.host, self._port), backlog=self._backlog,
                                           family=socket.AF_INET6 if ":" in self.host else socket.AF_INET)
         self._sock.setblocking(False)
         return self
@@ -227,7 +233,15 @@ class TlsListener:
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            sock, _ = await loop.sock_accept(self._sock)
+            try:
+                sock, _ = await loop.sock_accept(self._sock)
+            except OSError as exc:         # EMFILE, ENOBUFS: keep listening, as asyncio's accept loop does
+                log.error("%s: accept failed, retrying in %g s: %s", self._what, ACCEPT_RETRY_S, exc)
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
+            if self._admit is not None and not self._admit(len(self._accepted)):
+                sock.close()
+                continue
             task = asyncio.create_task(self._hand_over(sock))
             self._accepted.add(task)
             task.add_done_callback(self._accepted.discard)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketq.broker.broker import BrokerSettings
+from rocketq.remoting.limits import ConnectionLimits
 from rocketq.remoting.tls import TlsMode, TlsServerConfig
 from rocketq.store import StoreConfig
 from rocketq.store.config import _coerce
@@ -83,6 +84,14 @@ _TLS_KEYS = {"tlsMode": "mode", "tls.server.mode": "mode", "tls.server.certPath"
              "tls.server.keyPath": "key_path", "tls.server.trustCertPath": "trust_cert_path",
              "tls.server.need.client.auth": "need_client_auth"}
 _SERVER_KEYS = {"namesrvListenPort": "namesrv_port", "grpcServerPort": "grpc_port"}
+# limits of every listening port (RocketMQ's NettyServerConfig names; serverMaxConnections and
+# serverWriteStallTimeoutSeconds are rocketq's); a water mark of 0 is RocketMQ's "the default"
+_LIMIT_KEYS = {"serverMaxConnections": ("max_connections", int),
+               "serverChannelMaxIdleTimeSeconds": ("idle_timeout_s", float),
+               "serverSocketBacklog": ("backlog", int),
+               "writeBufferHighWaterMark": ("write_high_water_bytes", int),
+               "writeBufferLowWaterMark": ("write_low_water_bytes", int),
+               "serverWriteStallTimeoutSeconds": ("write_stall_timeout_s", float)}
 
 # RocketMQ keys that load without error but change nothing here (said in a warning)
 IGNORED_ROCKETMQ_KEYS = frozenset({
@@ -102,7 +111,7 @@ def _broker_fields() -> dict[str, str]:
 
 
 def known_keys() -> set[str]:
-    return (set(_BROKER_KEYS) | set(_SERVER_KEYS) | set(_TLS_KEYS) | set(StoreConfig.ROCKETMQ_KEYS)
+    return (set(_BROKER_KEYS) | set(_SERVER_KEYS) | set(_TLS_KEYS) | set(_LIMIT_KEYS) | set(StoreConfig.ROCKETMQ_KEYS)
             | {f.name for f in dataclasses.fields(StoreConfig)} | IGNORED_ROCKETMQ_KEYS)
 
 
@@ -176,6 +185,7 @@ def build(entries: list[tuple[str, object, str]]) -> ServerConfig:
     server_kw: dict = {}
     store_props: dict[str, object] = {}
     tls_kw: dict[str, object] = {}
+    limits_kw: dict[str, object] = {}
     warnings: list[str] = []
     errors: list[str] = []
     for key, value, where in entries:
@@ -190,6 +200,10 @@ def build(entries: list[tuple[str, object, str]]) -> ServerConfig:
                 broker_kw[name] = conv[1](v) if conv else v
             elif key in _TLS_KEYS:
                 tls_kw[_TLS_KEYS[key]] = TlsMode.parse(value) if _TLS_KEYS[key] == "mode" else str(value)
+            elif key in _LIMIT_KEYS:
+                name, conv = _LIMIT_KEYS[key]
+                if not (name.startswith("write_") and name.endswith("_bytes") and conv(value) == 0):
+                    limits_kw[name] = conv(value)
             elif key in _SERVER_KEYS:
                 server_kw[_SERVER_KEYS[key]] = int(value)
             elif key in IGNORED_ROCKETMQ_KEYS:
@@ -205,7 +219,7 @@ def build(entries: list[tuple[str, object, str]]) -> ServerConfig:
     if errors:
         raise ConfigError("; ".join(errors))
     try:
-        broker = BrokerSettings(**broker_kw, tls=TlsServerConfig(**tls_kw))
+        broker = BrokerSettings(**broker_kw, tls=TlsServerConfig(**tls_kw), limits=ConnectionLimits(**limits_kw))
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"broker settings: {exc}") from None
     return ServerConfig(broker=broker, store=store, warnings=tuple(warnings), **server_kw)

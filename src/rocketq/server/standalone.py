@@ -52,7 +52,8 @@ class Standalone:
         # in-process broker signs its registration with (rocketq.broker.credentials)
         acl = AclValidator(acl_file_of(cfg.broker.acl_file, cfg.store.store_path)) if cfg.broker.acl_enable else None
         self.namesrv = await NameServer(bind, cfg.namesrv_port, kv_path=kv_path, tls=tls,
-                                        controller=cfg.broker.controller_mode, acl=acl).start()
+                                        controller=cfg.broker.controller_mode, acl=acl,
+                                        limits=cfg.broker.limits).start()
         try:
             local = f"127.0.0.1:{self.namesrv.port}"
             addrs = ";".join(a for a in (local, cfg.broker.namesrv_addr) if a)

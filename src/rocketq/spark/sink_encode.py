@@ -1,4 +1,4 @@
-"""Rows to SEND_BATCH_MESSAGE bodies, column-wise (the sink's per-row cost is Arrow's, not Python's).
+"""Rows to SEND_BATCH_MESSAGE bodies (the sink's encoder; the per-row work is native).
 
 A batch body is messages back to back, each::
 
@@ -7,9 +7,9 @@ A batch body is messages back to back, each::
 
 Per row the properties are ``UNIQ_KEY`` (a fresh id, RocketMQ's layout: ip, pid, a random
 per-process word, ms since the start of the month, a counter), then ``TAGS`` and ``KEYS`` when
-set, then the row's ``properties`` map.  Every piece is an Arrow array and the message is their
-element-wise concatenation (``binary_join_element_wise``), so the concatenated values buffer of
-that array *is* the batch body; a chunk of rows is one slice of it.
+set, then the row's ``properties`` map.  :func:`rocketq._native.encode_sink_rows` reads the Arrow
+buffers of the body, tags, keys and properties columns and writes every entry back to back, so the
+result *is* the batch body; a chunk of rows is one slice of it.
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ import pyarrow.compute as pc
 
 from rocketq.client.ids import _MONTH_START, local_ip
 from rocketq.common.validation import topic_error
-from rocketq.spark.decode import fixed_width, hex_strings
+from rocketq import _native
 
 MAX_BODY_BYTES = 4 << 20
 MAX_PROPERTIES_BYTES = 32767
 HEAD = 20
 # a prefix of its own (a random word unlike the client's), so ids never collide with the client's counter
-_PREFIX = np.frombuffer(socket.inet_aton(local_ip()) + (os.getpid() & 0xFFFF).to_bytes(2, "big")
-                        + secrets.randbits(32).to_bytes(4, "big"), dtype=np.uint8)
+_PREFIX = (socket.inet_aton(local_ip()) + (os.getpid() & 0xFFFF).to_bytes(2, "big")
+           + secrets.randbits(32).to_bytes(4, "big"))
 _LAST = -1                       # the last (ms << 16 | counter) handed out
 _COUNTER_LOCK = threading.Lock()
 
@@ -51,71 +51,37 @@ class Encoded:
     body_bytes: np.ndarray       # body length per message
 
 
-def unique_keys(n: int) -> pa.Array:
-    """*n* fresh UNIQ_KEY ids (32 upper-case hex characters each).
+def _reserve_ids(n: int) -> int:
+    """The first of *n* fresh id counters (ms since the month's start << 16 | counter, 48 bits).
 
-    The last 6 bytes (ms since the month's start, counter) are taken as one 48-bit number that
-    only grows within the process, so a block of more than 65,536 ids in one millisecond borrows
-    from the next milliseconds instead of wrapping the counter into duplicates.
-    """
+    The counter only grows within the process, so a block of more than 65,536 ids in one millisecond
+    borrows from the next milliseconds instead of wrapping into duplicates."""
     global _LAST
     since = (int(time.time() * 1000) - _MONTH_START) & 0xFFFFFFFF
     with _COUNTER_LOCK:
         first = max(since << 16, _LAST + 1)
         _LAST = first + n - 1
-    raw = np.empty((n, 16), dtype=np.uint8)
-    raw[:, :10] = _PREFIX
-    tail = (np.arange(first, first + n, dtype=np.int64) & 0xFFFFFFFFFFFF).astype(">i8")
-    raw[:, 10:16] = tail.view(np.uint8).reshape(n, 8)[:, 2:]
-    return hex_strings(raw)
+    return first
 
 
-def _be(values: np.ndarray, width: int) -> pa.Array:
-    kind = ">i4" if width == 4 else ">u2"
-    return fixed_width(values.astype(kind).view(np.uint8).reshape(len(values), width), pa.binary())
-
-
-def _piece(name: str, column: pa.Array | None) -> pa.Array | None:
-    """``name\\x01value\\x02`` where the value is set, else empty."""
+def _parts(column: pa.Array | None, typ) -> tuple | None:
+    """The Arrow buffers of a variable-width column as the native encoder takes them."""
     if column is None or column.null_count == len(column):
         return None
-    text = pc.binary_join_element_wise(pa.scalar(name + "\x01"), column.cast(pa.string()), pa.scalar("\x02"), "")
-    return pc.fill_null(text, "")
+    column = column.cast(typ)
+    validity, offsets, data = column.buffers()
+    return validity, offsets, data if data is not None else b"", column.offset, len(column)
 
 
-def _user_properties(column: pa.Array | None, row0: int) -> pa.Array | None:
+def _map_parts(column: pa.Array | None) -> tuple | None:
     if column is None or column.null_count == len(column):
         return None
-    out = []
-    for i, pairs in enumerate(column.to_pylist()):
-        text = []
-        for k, v in pairs or ():
-            if v is None:
-                continue
-            if any(c in s for s in (k, v) for c in "\x01\x02"):
-                raise RowError(f"row {row0 + i}: property {k!r} contains a \\x01 or \\x02 separator")
-            text.append(f"{k}\x01{v}\x02")
-        out.append("".join(text))
-    return pa.array(out, pa.string())
+    offsets = column.buffers()[1]
+    return offsets, column.offset, _parts(column.keys, pa.string()), _parts(column.items, pa.string())
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     return batch.column(name) if name in batch.schema.names else None
-
-
-def _bodies(batch: pa.RecordBatch, row0: int) -> pa.Array:
-    body = _column(batch, "body")
-    if body is None:
-        raise RowError("the rows to write need a 'body' column (binary or string)")
-    body = body.cast(pa.binary())
-    lengths = pc.fill_null(pc.binary_length(body), 0).to_numpy(zero_copy_only=False)
-    bad = np.flatnonzero(lengths == 0)
-    if len(bad):
-        raise RowError(f"row {row0 + int(bad[0])}: the body is null or empty")
-    big = np.flatnonzero(lengths > MAX_BODY_BYTES)
-    if len(big):
-        raise RowError(f"row {row0 + int(big[0])}: body of {int(lengths[big[0]])} bytes exceeds {MAX_BODY_BYTES}")
-    return body
 
 
 def _topics(batch: pa.RecordBatch, default: str | None, row0: int) -> pa.Array:
@@ -138,23 +104,27 @@ def encode(batch: pa.RecordBatch, default_topic: str | None, row0: int = 0) -> l
     if n == 0:
         return []
     topics = _topics(batch, default_topic, row0)
-    body = _bodies(batch, row0)
-    pieces = [p for p in (pc.binary_join_element_wise(pa.scalar("UNIQ_KEY\x01"), unique_keys(n), pa.scalar("\x02"), ""),
-                          _piece("TAGS", _column(batch, "tags")), _piece("KEYS", _column(batch, "keys")),
-                          _user_properties(_column(batch, "properties"), row0)) if p is not None]
-    props = pc.binary_join_element_wise(*pieces, "") if len(pieces) > 1 else pieces[0]
-    plen = pc.binary_length(props).to_numpy(zero_copy_only=False).astype(np.int64)
-    too_long = np.flatnonzero(plen > MAX_PROPERTIES_BYTES)
-    if len(too_long):
-        raise RowError(f"row {row0 + int(too_long[0])}: properties of {int(plen[too_long[0]])} bytes exceed "
-                       f"{MAX_PROPERTIES_BYTES}")
-    blen = pc.binary_length(body).to_numpy(zero_copy_only=False).astype(np.int64)
-    head = np.zeros((n, 5), dtype=">i4")
-    head[:, 0] = HEAD + blen + 2 + plen
-    head[:, 4] = blen
-    head_arr = fixed_width(head.view(np.uint8).reshape(n, HEAD), pa.binary())
-    messages = pc.binary_join_element_wise(head_arr, body, _be(plen, 2), props.cast(pa.binary()), b"")
-    return _group(batch, topics, messages, blen)
+    body = _column(batch, "body")
+    if body is None:
+        raise RowError("the rows to write need a 'body' column (binary or string)")
+    props = _column(batch, "properties")
+    try:
+        data, offsets, blen = _native.encode_sink_rows(
+            n, _parts(body, pa.binary()) or (None, pa.py_buffer(bytes(4 * (n + 1))), b"", 0, n),
+            _parts(_column(batch, "tags"), pa.string()), _parts(_column(batch, "keys"), pa.string()),
+            _map_parts(props), uniq_prefix=_PREFIX, first_counter=_reserve_ids(n), max_body_bytes=MAX_BODY_BYTES)
+    except ValueError as exc:
+        raise RowError(_shift_row(str(exc), row0)) from None
+    messages = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return _group(batch, topics, messages, np.frombuffer(blen, dtype=np.int64))
+
+
+def _shift_row(message: str, row0: int) -> str:
+    """The native encoder numbers rows from 0 in the batch; the caller's numbering starts at *row0*."""
+    if message.startswith("row ") and row0:
+        head, _, rest = message.partition(":")
+        return f"row {int(head[4:]) + row0}:{rest}"
+    return message
 
 
 def _group(batch, topics: pa.Array, messages: pa.Array, blen: np.ndarray) -> list[Encoded]:
@@ -179,7 +149,7 @@ def _group(batch, topics: pa.Array, messages: pa.Array, blen: np.ndarray) -> lis
 def chunks(encoded: Encoded, max_messages: int, max_bytes: int):
     """(body bytes, message count, body byte total) for consecutive runs of *encoded*'s messages."""
     arr = encoded.messages
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
     data = arr.buffers()[2]
     start = 0
     n = len(arr)
