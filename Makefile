@@ -1,6 +1,6 @@
 # Entry points for a fresh checkout (prerequisites: README.md, "Prerequisites"; Rust with cargo builds the
 # native extension):
-#   make run    - create .venv if missing, install rocketq, run `rocketq serve` (ARGS='--profile small' ...)
+#   make run    - create .venv if missing, install rocketq, run `rocketq serve` (ARGS='--store-profile small' ...)
 #   make test   - create/refresh .venv, install the test, bench and spark extras, run the whole suite
 #   make bench  - rocketq beside Redis, NATS and RabbitMQ (`rocketq bench compare`)
 #   make native - rebuild only the extension (native/, Rust) into src/rocketq/ after editing it

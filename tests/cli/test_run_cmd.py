@@ -43,6 +43,16 @@ def test_run_stops_at_seconds_when_count_is_not_reached(invoke, tmp_path):
     assert summary["written"] == summary["read"] and summary["written"] % 64 == 0
 
 
+def test_store_profile_is_the_option_and_profile_its_old_name(invoke, tmp_path):
+    res = invoke("run", "--store-path", tmp_path / "new", "--store-profile", "small", "--count", 64, "--json")
+    assert res.exit_code == 0 and res.stderr == "", res.output
+    res = invoke("run", "--store-path", tmp_path / "old", "--profile", "small", "--count", 64, "--json")
+    assert res.exit_code == 0, res.output             # issue 21's spelling still works, with a note
+    assert "--profile small is now --store-profile small" in res.stderr
+    res = invoke("run", "--store-path", tmp_path / "x", "--profile", "small", "--store-profile", "default")
+    assert res.exit_code == 2 and "disagree" in res.stderr
+
+
 def test_run_opens_an_existing_store_with_its_own_segment_size(invoke, tmp_path):
     store = tmp_path / "small"
     MessageStore(StoreConfig(store_path=store, **SMALL)).start().shutdown()

@@ -15,7 +15,7 @@ from rocketq.cli.log_setup import configure
 from rocketq.cli.serve_cmd import load_config
 
 # without the small sizes tests/conftest.py sets for every server through ROCKETQ_<key> variables
-# (they would win over --profile): the servers here run with --profile small
+# (they would win over the store profile): the servers here run with --store-profile small
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("ROCKETQ_")}
 ENV["PYTHONPATH"] = os.pathsep.join(sys.path)
 BOOT_S = 60
@@ -53,6 +53,7 @@ def test_broker_registers_with_rocketq_namesrv_from_the_environment(tmp_path):
                        r"listening on [\d.]+:(\d+)")
     env = dict(ENV, ROCKETQ_NAMESRV=f"127.0.0.1:{m.group(1)}")         # what the README has users export
     try:
+        # --profile: the store profile's name before issue 23, still accepted by the servers
         broker, _ = spawn(["broker", "--store-path", str(tmp_path / "b"), "--host", "127.0.0.1", "--port", "0",
                            "--profile", "small", "--broker-name", "env-broker"], r"listening on", env=env)
         try:
@@ -65,14 +66,19 @@ def test_broker_registers_with_rocketq_namesrv_from_the_environment(tmp_path):
         stop(namesrv)
 
 
-def test_serve_starts_with_rocketq_namesrv_set_and_leaves_it_to_the_client_commands(tmp_path):
-    env = dict(ENV, ROCKETQ_NAMESRV="127.0.0.1:1")
+def test_serve_starts_with_the_client_variables_set_and_leaves_them_to_the_client_commands(tmp_path):
+    # the variables a user exports for the client commands (issue 23): not server keys, so ignored
+    env = dict(ENV, ROCKETQ_NAMESRV="127.0.0.1:1", ROCKETQ_ACCESS_KEY="ak", ROCKETQ_SECRET_KEY="sk-not-for-servers",
+               ROCKETQ_PROFILE="prod", ROCKETQ_TLS="true", ROCKETQ_CA_FILE="/nowhere/ca.pem",
+               ROCKETQ_CERT_FILE="/nowhere/c.pem", ROCKETQ_KEY_FILE="/nowhere/c.key", ROCKETQ_CLIENT_CONFIG="/nowhere")
     log_file = tmp_path / "serve.log"
     proc, _ = spawn(["serve", "--store-path", str(tmp_path / "s"), "--host", "127.0.0.1", "--port", "0",
-                     "--namesrv-port", "0", "--no-grpc", "--profile", "small", "--log-file", str(log_file)],
+                     "--namesrv-port", "0", "--no-grpc", "--store-profile", "small", "--log-file", str(log_file)],
                     r"rocketq serving", env=env)
     stop(proc)
-    assert "127.0.0.1:1" not in log_file.read_text()         # it registered with its own NameServer only
+    logged = log_file.read_text()
+    assert "127.0.0.1:1" not in logged                 # it registered with its own NameServer only
+    assert "sk-not-for-servers" not in logged and "TLS disabled" in logged
 
 
 def test_a_profile_is_a_layer_below_the_environment_and_flags(monkeypatch, tmp_path):
@@ -90,7 +96,7 @@ def test_a_profile_is_a_layer_below_the_environment_and_flags(monkeypatch, tmp_p
 def test_serve_logs_what_an_operator_needs_as_json_lines(tmp_path):
     log_file = tmp_path / "logs" / "rocketq.log"
     proc, m = spawn(["serve", "--store-path", str(tmp_path / "s"), "--host", "127.0.0.1", "--port", "0",
-                     "--namesrv-port", "0", "--no-grpc", "--profile", "small", "--log-file", str(log_file),
+                     "--namesrv-port", "0", "--no-grpc", "--store-profile", "small", "--log-file", str(log_file),
                      "--log-format", "json"], r"NameServer [\d.]+:(\d+)")
     ns = ("--namesrv", f"127.0.0.1:{m.group(1)}")
     try:

@@ -27,10 +27,13 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
     from pyspark.sql import SparkSession
 
     import rocketq.spark
+    # the client profile file the Python workers read (they inherit the JVM's environment, fixed when
+    # it starts): test_security.py writes named profiles there, never a default one other tests would use
+    os.environ["ROCKETQ_CLIENT_CONFIG"] = str(tmp_path_factory.mktemp("client-config") / "client.toml")
     session = (SparkSession.builder.master("local[2]").appName("rocketq-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
@@ -42,6 +45,7 @@ def spark():
     rocketq.spark.register(session)
     yield session
     session.stop()
+    os.environ.pop("ROCKETQ_CLIENT_CONFIG", None)
 
 
 @pytest.fixture(scope="session")

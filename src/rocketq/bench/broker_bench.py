@@ -15,6 +15,8 @@ Scenarios (each run ``runs`` times; min / median / max reported):
 * ``SYNC_FLUSH 64 producers`` - a second server with SYNC_FLUSH, 64 concurrent senders.
 
 The broker runs ASYNC_FLUSH (except the last scenario) in its own process, as the issue asks.
+With a :class:`~rocketq.bench.security.BenchSecurity` the servers start with ACL and/or TLS on and
+every client of every scenario signs its requests and connects with TLS as told (issue 23).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocketq.bench.security import NONE, BenchSecurity
+
+SERVE_START_TIMEOUT_S = 60
 BOOT = re.compile(r"NameServer [\d.]+:(\d+), broker \S+ \(\S+\) [\d.]+:(\d+)")
 
 
@@ -60,13 +65,18 @@ class ServeProcess:
         grpc_args = ["--grpc-port", "0"] if self.grpc else ["--no-grpc"]
         cmd = [sys.executable, "-m", "rocketq.cli.main", "serve", "--store-path", str(self.root), "--host",
                "127.0.0.1", "--port", "0", "--namesrv-port", "0", *grpc_args, *self.extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        ready, _, _ = select.select([self.proc.stdout], [], [], 60)
+        self._stderr = tempfile.TemporaryFile(mode="w+")        # read back only when it does not start
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        ready, _, _ = select.select([self.proc.stdout], [], [], SERVE_START_TIMEOUT_S)
         line = self.proc.stdout.readline() if ready else ""
         match = BOOT.search(line)
         if not match:
             self.proc.kill()
-            raise RuntimeError("rocketq serve did not start")
+            self.proc.wait()
+            self._stderr.seek(0)
+            said = [ln for ln in self._stderr.read().splitlines() if ln.strip()]
+            self._stderr.close()
+            raise RuntimeError("rocketq serve did not start" + (f": {said[-1].strip()}" if said else ""))
         self.namesrv = f"127.0.0.1:{match.group(1)}"
         grpc_match = re.search(r"gRPC [\d.]+:(\d+)", line)
         self.grpc_endpoint = f"127.0.0.1:{grpc_match.group(1)}" if grpc_match else None
@@ -78,6 +88,7 @@ class ServeProcess:
             self.proc.wait(60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+        self._stderr.close()
 
 
 def _pcts(lat: list[float]) -> tuple[float, float]:
@@ -85,12 +96,13 @@ def _pcts(lat: list[float]) -> tuple[float, float]:
     return lat[len(lat) // 2] * 1000, lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
 
 
-async def _sends(namesrv: str, topic: str, n: int, size: int, inflight: int, batch: int) -> tuple[float, list[float]]:
+async def _sends(namesrv: str, topic: str, n: int, size: int, inflight: int, batch: int,
+                 security: BenchSecurity = NONE) -> tuple[float, list[float]]:
     """*n* messages of *size* bytes, one per send or *batch* per send, *inflight* sends at a time."""
     from rocketq.bench.compare.peers import concurrent_timed
     from rocketq.client import Message, Producer
     body = b"x" * size
-    async with Producer("BENCH_PG", namesrv) as p:
+    async with Producer("BENCH_PG", namesrv, **security.client_kwargs()) as p:
         await p.send(Message(topic, body))                 # route and connection warm
         calls = n // max(batch, 1)
         send = (lambda: p.send_batch([Message(topic, body) for _ in range(batch)])) if batch else \
@@ -100,10 +112,10 @@ async def _sends(namesrv: str, topic: str, n: int, size: int, inflight: int, bat
         return calls * max(batch, 1) / (time.perf_counter() - t0), lat
 
 
-async def _drain(namesrv: str, topic: str, n: int) -> float:
+async def _drain(namesrv: str, topic: str, n: int, security: BenchSecurity = NONE) -> float:
     from rocketq.client import ConsumeFrom, LitePullConsumer
     c = LitePullConsumer(f"BENCH_DRAIN_{time.monotonic_ns()}", namesrv, consume_from=ConsumeFrom.FIRST,
-                         pull_batch_size=256, buffer_batches=256)
+                         pull_batch_size=256, buffer_batches=256, **security.client_kwargs())
     c.subscribe(topic)
     await c.start()
     got, t0 = 0, time.perf_counter()                 # from a started consumer (queues assigned) to the last batch
@@ -111,6 +123,9 @@ async def _drain(namesrv: str, topic: str, n: int) -> float:
     deadline = time.monotonic() + 600
     while got < n and time.monotonic() < deadline:
         msgs = await c.poll(2.0, max_messages=8192)
+        if not msgs and c.refusal is not None:       # the server refuses these credentials: no waiting
+            await c.shutdown()
+            raise c.refusal
         if not msgs and got:
             break                                    # idle for 2 s after data: everything is read
         got += len(msgs)
@@ -120,7 +135,8 @@ async def _drain(namesrv: str, topic: str, n: int) -> float:
     return rate
 
 
-async def _end_to_end(namesrv: str, topic: str, rate: int, seconds: float) -> tuple[float, list[float]]:
+async def _end_to_end(namesrv: str, topic: str, rate: int, seconds: float,
+                      security: BenchSecurity = NONE) -> tuple[float, list[float]]:
     """A long-polling PushConsumer here, the paced producer in a process of its own (perf_counter is
     the system-wide monotonic clock, so the sent time in the body compares across processes)."""
     import multiprocessing
@@ -131,11 +147,12 @@ async def _end_to_end(namesrv: str, topic: str, rate: int, seconds: float) -> tu
         now = time.perf_counter()
         lat.extend(now - float(m.body[:20]) for m in msgs)
     consumer = PushConsumer(f"BENCH_E2E_{time.monotonic_ns()}", namesrv, listener=listener,
-                            consume_from=ConsumeFrom.LAST)
+                            consume_from=ConsumeFrom.LAST, **security.client_kwargs())
     consumer.subscribe(topic)
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
-    producer = ctx.Process(target=_paced_producer, args=(child, namesrv, topic, rate, seconds), daemon=True)
+    producer = ctx.Process(target=_paced_producer, args=(child, namesrv, topic, rate, seconds, security),
+                           daemon=True)
     producer.start()
     try:
         loop = asyncio.get_running_loop()
@@ -157,11 +174,11 @@ async def _end_to_end(namesrv: str, topic: str, rate: int, seconds: float) -> tu
     return sent_rate, lat
 
 
-def _paced_producer(conn, namesrv: str, topic: str, rate: int, seconds: float) -> None:
+def _paced_producer(conn, namesrv: str, topic: str, rate: int, seconds: float, security: BenchSecurity) -> None:
     """Child process: send ``rate``/s 1 KiB messages for ``seconds``, each stamped with perf_counter."""
     async def main() -> None:
         from rocketq.client import Message, Producer
-        async with Producer("BENCH_PG", namesrv) as p:
+        async with Producer("BENCH_PG", namesrv, **security.client_kwargs()) as p:
             await p.send(Message(topic, b"%020.6f" % time.perf_counter() + b"x" * 1004))
             conn.send("ready")
             await asyncio.get_running_loop().run_in_executor(None, conn.recv)
@@ -218,7 +235,8 @@ def _run(coro):
 
 
 def run_broker_bench(*, runs: int = 3, quick: bool = False, backlog: int = 1_000_000, e2e_rate: int = 10_000,
-                     directory: Path | None = None, progress: Callable[[str], None] = lambda s: None) -> dict:
+                     directory: Path | None = None, progress: Callable[[str], None] = lambda s: None,
+                     security: BenchSecurity = NONE) -> dict:
     scale = 10 if quick else 1
     backlog = backlog // scale
     sc = {k: Scenario(k, t) for k, t in [
@@ -233,25 +251,26 @@ def run_broker_bench(*, runs: int = 3, quick: bool = False, backlog: int = 1_000
             progress(f"run {run + 1}/{runs}: echo floor")
             rate, lat = _echo_floor(5000 // scale)
             _record(sc[names[0]], rate, lat)
-            with ServeProcess(Path(tmp) / f"async-{run}") as srv:
+            with ServeProcess(Path(tmp) / f"async-{run}", *security.serve_args()) as srv:
                 for i, (n, size, inflight, batch) in enumerate([(20_000, 1024, 1, 0), (100_000, 1024, 256, 0),
                                                                 (300_000, 1024, 8, 64), (600_000, 128, 8, 256)]):
                     progress(f"run {run + 1}/{runs}: {names[i + 1]}")
-                    rate, lat = _run(_sends(srv.namesrv, f"B{i}", n // scale, size, inflight, batch))
+                    rate, lat = _run(_sends(srv.namesrv, f"B{i}", n // scale, size, inflight, batch, security))
                     _record(sc[names[i + 1]], rate, lat)
                 progress(f"run {run + 1}/{runs}: filling a {backlog:,}-message backlog")
-                _run(_sends(srv.namesrv, "Backlog", backlog, 1024, 8, 64))
+                _run(_sends(srv.namesrv, "Backlog", backlog, 1024, 8, 64, security))
                 progress(f"run {run + 1}/{runs}: draining it")
-                sc[names[5]].rates.append(_run(_drain(srv.namesrv, "Backlog", backlog)))
+                sc[names[5]].rates.append(_run(_drain(srv.namesrv, "Backlog", backlog, security)))
                 progress(f"run {run + 1}/{runs}: end-to-end latency")
-                rate, lat = _run(_end_to_end(srv.namesrv, "E2E", e2e_rate, 10 / scale))
+                rate, lat = _run(_end_to_end(srv.namesrv, "E2E", e2e_rate, 10 / scale, security))
                 _record(sc[names[6]], rate, lat)
-            with ServeProcess(Path(tmp) / f"sync-{run}", "--flush-disk-type", "SYNC_FLUSH") as srv:
+            with ServeProcess(Path(tmp) / f"sync-{run}", "--flush-disk-type", "SYNC_FLUSH",
+                              *security.serve_args()) as srv:
                 progress(f"run {run + 1}/{runs}: SYNC_FLUSH with 64 producers")
-                rate, lat = _run(_sends(srv.namesrv, "Sync", 30_000 // scale, 1024, 64, 0))
+                rate, lat = _run(_sends(srv.namesrv, "Sync", 30_000 // scale, 1024, 64, 0, security))
                 _record(sc[names[7]], rate, lat)
     return {"scenarios": [s.to_dict() for s in sc.values()], "runs": runs, "quick": quick, "backlog": backlog,
-            "cpu_count": os.cpu_count()}
+            "cpu_count": os.cpu_count(), "security": security.describe()}
 
 
 def _record(s: Scenario, rate: float, lat: list[float]) -> None:

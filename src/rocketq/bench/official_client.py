@@ -40,9 +40,10 @@ def available() -> str | None:
     return None
 
 
-def configuration(endpoint: str):
+def configuration(endpoint: str, credentials: tuple[str, str] = ("", "")):
+    """*credentials*: (access key, secret key); empty for a server without ACL."""
     from rocketmq import ClientConfiguration, Credentials
-    return ClientConfiguration(endpoint, Credentials(), request_timeout=REQUEST_TIMEOUT_S)
+    return ClientConfiguration(endpoint, Credentials(*credentials), request_timeout=REQUEST_TIMEOUT_S)
 
 
 def message(topic: str, body: bytes):
@@ -52,19 +53,21 @@ def message(topic: str, body: bytes):
     return m
 
 
-def started_producer(endpoint: str, topic: str, *, warm_body: bytes = b"warm"):
+def started_producer(endpoint: str, topic: str, *, warm_body: bytes = b"warm", credentials=("", ""),
+                     tls: bool = False):
     """A started Producer whose route to *topic* is already fetched (*warm_body* sent)."""
     from rocketmq import Producer
-    p = Producer(configuration(endpoint), (topic,))
+    p = Producer(configuration(endpoint, credentials), (topic,), tls_enable=tls)
     p.startup()
     p.send(message(topic, warm_body))
     return p
 
 
-def started_consumer(endpoint: str, group: str, topic: str, *, await_duration_s: int = 2):
+def started_consumer(endpoint: str, group: str, topic: str, *, await_duration_s: int = 2, credentials=("", ""),
+                     tls: bool = False):
     from rocketmq import FilterExpression, SimpleConsumer
-    c = SimpleConsumer(configuration(endpoint), group, {topic: FilterExpression("*")},
-                       await_duration=await_duration_s)
+    c = SimpleConsumer(configuration(endpoint, credentials), group, {topic: FilterExpression("*")},
+                       await_duration=await_duration_s, tls_enable=tls)
     c.startup()
     return c
 

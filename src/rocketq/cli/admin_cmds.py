@@ -1,6 +1,7 @@
 """``rocketq topic|group|cluster|message``: administration through the NameServers (:class:`Admin`).
 
-Human tables by default, ``--json`` for scripts.  An unreachable NameServer, an unknown topic or a
+Human tables by default, ``--json`` for scripts.  An unreachable NameServer, an unknown topic, a
+refusal by a secured server (said with what to set: :mod:`rocketq.cli.client_options`) or a
 message id that finds nothing is one line on stderr and exit code 1.
 """
 
@@ -13,7 +14,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from rocketq.cli.messaging import message_row, namesrv_option, run
+from rocketq.cli.client_options import call, client_options
+from rocketq.cli.messaging import message_row
 from rocketq.cli.ui import out
 
 
@@ -31,13 +33,13 @@ def _table(title: str, *cols: str) -> Table:
     return t
 
 
-def _admin(namesrv: str):
+def _admin(access):
     from rocketq.client import Admin
-    return Admin(namesrv)
+    return Admin(access.namesrv, **access.client_kwargs())
 
 
-async def _with_admin(namesrv: str, fn):
-    async with _admin(namesrv) as admin:
+async def _with_admin(access, fn):
+    async with _admin(access) as admin:
         return await fn(admin)
 
 
@@ -53,25 +55,25 @@ def topic() -> None:
 
 @topic.command("create")
 @click.argument("name")
-@namesrv_option
 @click.option("--queues", type=click.IntRange(1, 1024), default=8, show_default=True)
 @click.option("--cluster", help="Create on every master of this cluster (default: every master).")
 @click.option("--broker", "broker_addr", help="Create on this broker address only.")
 @click.option("--order", is_flag=True, help="Mark the topic as ordered.")
-def topic_create(name, namesrv, queues, cluster, broker_addr, order) -> None:
+@client_options
+def topic_create(name, access, queues, cluster, broker_addr, order) -> None:
     """Create (or update) topic NAME."""
-    addrs = run(_with_admin(namesrv, lambda a: a.create_topic(name, queues=queues, cluster=cluster,
+    addrs = call(access, _with_admin(access, lambda a: a.create_topic(name, queues=queues, cluster=cluster,
                                                                broker_addr=broker_addr, order=order)))
     click.echo(f"topic {name} created with {queues} queues on {', '.join(addrs)}")
 
 
 @topic.command("route")
 @click.argument("name")
-@namesrv_option
 @json_option
-def topic_route(name, namesrv, as_json) -> None:
+@client_options
+def topic_route(name, access, as_json) -> None:
     """Show which brokers and queues serve topic NAME."""
-    route = run(_with_admin(namesrv, lambda a: a.route(name)))
+    route = call(access, _with_admin(access, lambda a: a.route(name)))
     brokers = {b.broker_name: b for b in route.broker_datas}
     rows = [{"broker": q.broker_name, "read_queues": q.read_queue_nums, "write_queues": q.write_queue_nums,
              "perm": q.perm, "addresses": {str(k): v for k, v in sorted(brokers[q.broker_name].addrs.items())}
@@ -85,24 +87,24 @@ def topic_route(name, namesrv, as_json) -> None:
 
 @topic.command("delete")
 @click.argument("name")
-@namesrv_option
 @click.option("--cluster", help="Delete on the masters of this cluster (default: every master).")
-def topic_delete(name, namesrv, cluster) -> None:
+@client_options
+def topic_delete(name, access, cluster) -> None:
     """Delete topic NAME from the brokers and the NameServers."""
-    run(_with_admin(namesrv, lambda a: a.delete_topic(name, cluster=cluster)))
+    call(access, _with_admin(access, lambda a: a.delete_topic(name, cluster=cluster)))
     click.echo(f"topic {name} deleted")
 
 
 @topic.command("list")
-@namesrv_option
 @click.option("--all", "show_all", is_flag=True,
               help="Also list system topics, %RETRY% / %DLQ% topics and the topics brokers register under "
                    "their cluster and broker names, with a KIND column.")
 @json_option
-def topic_list(namesrv, show_all, as_json) -> None:
+@client_options
+def topic_list(access, show_all, as_json) -> None:
     """List the topics the NameServers know (your topics; --all for every one)."""
     from rocketq.common.system_names import USER
-    kinds = run(_with_admin(namesrv, lambda a: a.topic_kinds()))
+    kinds = call(access, _with_admin(access, lambda a: a.topic_kinds()))
     rows = [{"topic": t, "kind": k} for t, k in sorted(kinds.items()) if show_all or k == USER]
     if as_json:
         click.echo(json.dumps(rows))
@@ -121,25 +123,25 @@ def group() -> None:
 
 
 @group.command("list")
-@namesrv_option
 @click.option("--all", "show_all", is_flag=True, help="Also list RocketMQ's system groups (TOOLS_CONSUMER, "
                                                           "CID_RMQ_SYS_*, ...).")
 @json_option
-def group_list(namesrv, show_all, as_json) -> None:
+@client_options
+def group_list(access, show_all, as_json) -> None:
     """List the subscription groups of every master."""
     from rocketq.common.system_names import is_system_group
-    groups = [g for g in run(_with_admin(namesrv, lambda a: a.groups())) if show_all or not is_system_group(g)]
+    groups = [g for g in call(access, _with_admin(access, lambda a: a.groups())) if show_all or not is_system_group(g)]
     click.echo(json.dumps(groups) if as_json else "\n".join(groups))
 
 
 @group.command("lag")
 @click.argument("name")
-@namesrv_option
 @click.option("--topic", "topic_name", help="Only this topic.")
 @json_option
-def group_lag(name, namesrv, topic_name, as_json) -> None:
+@client_options
+def group_lag(name, access, topic_name, as_json) -> None:
     """Per-queue lag of consumer group NAME: broker offset - committed offset."""
-    lags = run(_with_admin(namesrv, lambda a: a.consumer_lag(name, topic_name)))
+    lags = call(access, _with_admin(access, lambda a: a.consumer_lag(name, topic_name)))
     if not lags:
         raise click.ClickException(f"group {name} has no committed offsets"
                                    + (f" for topic {topic_name}" if topic_name else ""))
@@ -160,25 +162,28 @@ def group_lag(name, namesrv, topic_name, as_json) -> None:
 # -- cluster ----------------------------------------------------------------------------------
 
 @click.command()
-@namesrv_option
 @json_option
-def cluster(namesrv, as_json) -> None:
+@client_options
+def cluster(access, as_json) -> None:
     """Clusters, brokers, their addresses and runtime figures."""
     async def collect(admin):
-        rows = []
+        rows, errors = [], []
         for b in await admin.brokers():
             for bid, addr in sorted(b.addrs.items()):
                 try:
                     info = await admin.broker_runtime(addr)
                 except Exception as exc:      # one broker down must not hide the others
                     info = {"error": str(exc)}
+                    errors.append(exc)
                 rows.append({"cluster": b.cluster, "broker": b.broker_name, "id": bid, "address": addr,
                              "put_tps": info.get("putTps", ""), "get_tps": info.get("getTransferedTps", ""),
                              "put_total": info.get("msgPutTotalTodayNow", ""),
                              "get_total": info.get("msgGetTotalTodayNow", ""), "version": info.get("brokerVersionDesc",
                                                                                                    info.get("error"))})
+        if errors and len(errors) == len(rows):    # no broker answered: an error, not a table of errors
+            raise errors[0]
         return rows
-    rows = run(_with_admin(namesrv, collect))
+    rows = call(access, _with_admin(access, collect))
     t = _table("cluster", "cluster", "broker", "id", "address", "put TPS (10s 1m 10m)", "get TPS", "put today",
                "got today", "version")
     for r in rows:
@@ -196,7 +201,6 @@ def message() -> None:
 
 @message.command("query")
 @click.argument("topic_name", required=False)
-@namesrv_option
 @click.option("--topic", "topic_option", metavar="TOPIC", help="The topic (the same as the TOPIC argument).")
 @click.option("--key", help="A message key (KEYS) or unique id; needs the topic.")
 @click.option("--id", "msg_id", help="A message id: the msgId `rocketq send` prints (the client's unique id) or "
@@ -204,7 +208,8 @@ def message() -> None:
                                      "without it in every user topic.")
 @click.option("--max", "max_num", type=click.IntRange(1, 1024), default=64, show_default=True)
 @json_option
-def message_query(topic_name, namesrv, topic_option, key, msg_id, max_num, as_json) -> None:
+@client_options
+def message_query(topic_name, access, topic_option, key, msg_id, max_num, as_json) -> None:
     """Find messages of TOPIC by --key, or one message by --id."""
     if topic_name and topic_option and topic_name != topic_option:
         raise click.UsageError(f"two topics given: {topic_name} and --topic {topic_option}")
@@ -218,7 +223,7 @@ def message_query(topic_name, namesrv, topic_option, key, msg_id, max_num, as_js
         if key:
             return await admin.query_by_key(topic_name, key, max_num)
         return [await admin.view_by_id(msg_id, topic_name)]
-    msgs = run(_with_admin(namesrv, find))
+    msgs = call(access, _with_admin(access, find))
     if not msgs:
         raise click.ClickException(f"no message of topic {topic_name} has key {key}")
     rows = [message_row(m) for m in msgs]

@@ -1,16 +1,57 @@
-"""``rocketq bench broker``: issue 3's numbers (see :mod:`rocketq.bench.broker_bench`)."""
+"""``rocketq bench broker``: issue 3's numbers (see :mod:`rocketq.bench.broker_bench`); ``bench
+compare``, ``replication``, ``grpc`` and ``timer``.
+
+``bench broker`` and ``bench compare`` measure rocketq secured too: ``--acl FILE`` and
+``--server-config FILE`` start their servers with ACL and TLS on, and the client options
+(:mod:`rocketq.cli.client_options`, without ``--namesrv``: the benchmarks start their own servers)
+say how their clients connect (:mod:`rocketq.bench.security`).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from rocketq.cli.bench_cmd import bench
+from rocketq.cli.client_options import client_options
 from rocketq.cli.extras import require_extra
 from rocketq.cli.ui import err, out, step_progress
+
+
+def security_options(f):
+    """``--acl``, ``--server-config`` and the client options, handed to the command as ``security``."""
+    @functools.wraps(f)
+    def wrapper(*args, acl_file=None, server_config=None, access=None, **kwargs):
+        from rocketq.bench.security import BenchSecurity
+        kwargs["security"] = BenchSecurity(acl_file=acl_file, server_config=server_config, access=access)
+        return f(*args, **kwargs)
+    wrapper = client_options(namesrv=False)(wrapper)
+    wrapper = click.option("--server-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                           help="Start the servers with this broker.conf / TOML too (rocketq serve -c), e.g. "
+                                "tlsMode=enforcing and the certificate paths.")(wrapper)
+    return click.option("--acl", "acl_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                        help="Start the servers with ACL on and this plain_acl.yml (rocketq serve --acl); the "
+                             "clients sign with --access-key/--secret-key or a profile.")(wrapper)
+
+
+def _say_security(security) -> None:
+    if security.secured:
+        err().print(f"[dim]{escape(security.describe())}[/dim]")
+
+
+def _explained(security, work):
+    """*work()*; a refusal of the secured server becomes one line that says what to set."""
+    from rocketq.client.access import explain
+    from rocketq.client.model import MQClientError
+    try:
+        return work()
+    except MQClientError as exc:
+        raise click.ClickException(explain(exc, security.access)) from None
 
 
 @bench.command("broker")
@@ -22,14 +63,19 @@ from rocketq.cli.ui import err, out, step_progress
               help="Create the temporary stores under this directory.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write the results as JSON to this file.")
-def bench_broker(runs: int, quick: bool, backlog: int, directory: Path | None, json_out: Path | None) -> None:
+@security_options
+def bench_broker(runs: int, quick: bool, backlog: int, directory: Path | None, json_out: Path | None,
+                 security) -> None:
     """Start `rocketq serve` and measure sends, batches, a backlog drain, end-to-end latency, SYNC_FLUSH."""
     from rocketq.bench.broker_bench import run_broker_bench
+    _say_security(security)
     bar, task = step_progress(None, "starting")
     with bar:
-        report = run_broker_bench(runs=runs, quick=quick, backlog=backlog, directory=directory,
-                                  progress=lambda label: bar.update(task, description=label))
-    table = Table(title=f"rocketq broker, {runs} run(s) (min / median / max)")
+        report = _explained(security, lambda: run_broker_bench(
+            runs=runs, quick=quick, backlog=backlog, directory=directory,
+            progress=lambda label: bar.update(task, description=label), security=security))
+    table = Table(title=f"rocketq broker, {runs} run(s) (min / median / max)"
+                        + (f"; {escape(security.describe())}" if security.secured else ""))
     for col in ("scenario", "target", "msgs/s", "p50 ms", "p99 ms"):
         table.add_column(col)
 
@@ -85,21 +131,25 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
 @click.option("--quick", is_flag=True, help="Small counts everywhere, for a smoke run.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where report.md, results.json and the charts go [default: bench-results/<timestamp>].")
-def bench_compare(runs: int, backlog: int, quick: bool, out_dir: Path | None) -> None:
+@security_options
+def bench_compare(runs: int, backlog: int, quick: bool, out_dir: Path | None, security) -> None:
     """rocketq (remoting and gRPC) beside Redis Streams, NATS JetStream and RabbitMQ streams (whatever is
     installed), interleaved, with each system's durability modes checked by counting sync calls."""
     require_extra("bench", "rocketq bench compare")
     from rocketq.bench.compare.runner import run_compare
     from rocketq.bench.compare.systems import SYSTEMS
+    _say_security(security)
     for cls in SYSTEMS:
-        why = cls.available()
+        why = cls.available() or cls.refuses(security)
         if why:
             err().print(f"[yellow]skipping {cls.name}: {why}[/yellow]")
     sizes = dict(one_n=300, fast_n=5000, backlog=min(backlog, 10_000), e2e_rate=500, e2e_seconds=1.0,
                  sync_n=640) if quick else dict(backlog=backlog)
     bar, task = step_progress(None, "starting")
     with bar:
-        results = run_compare(runs=runs, out_dir=out_dir, progress=lambda s: bar.update(task, description=s), **sizes)
+        results = _explained(security, lambda: run_compare(
+            runs=runs, out_dir=out_dir, progress=lambda s: bar.update(task, description=s), security=security,
+            **sizes))
     where = out_dir or "bench-results/"
     out().print(f"report, results.json and charts written to {where}; systems skipped: "
                 f"{', '.join(results['skipped']) or 'none'}")

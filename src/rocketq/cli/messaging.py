@@ -1,5 +1,6 @@
 """``rocketq send`` and ``rocketq consume``: messages from and to the terminal, through a running
-NameServer (``--namesrv``, or ``ROCKETQ_NAMESRV``; default ``127.0.0.1:9876``).
+NameServer (``--namesrv``, ``ROCKETQ_NAMESRV`` or the client profile's; default ``127.0.0.1:9876``),
+with the credentials and TLS settings of :mod:`rocketq.cli.client_options`.
 
 ``send`` sends one message (BODY, ``--file``, or stdin with ``--file -``), or ``--count N --size S``
 generated ones with many in flight and a progress bar, ending with a summary (messages/s, MB/s,
@@ -26,11 +27,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from rocketq.cli.client_options import call, client_options
 from rocketq.cli.ui import err, out, step_progress
-
-DEFAULT_NAMESRV = "127.0.0.1:9876"
-namesrv_option = click.option("--namesrv", envvar="ROCKETQ_NAMESRV", default=DEFAULT_NAMESRV, show_default=True,
-                              help="NameServer address(es), host:port;host:port (env ROCKETQ_NAMESRV).")
 
 
 def run(coro):
@@ -63,7 +61,6 @@ def _parse_props(values: tuple[str, ...]) -> list[tuple[str, str]]:
 @click.command()
 @click.argument("topic")
 @click.argument("body", required=False)
-@namesrv_option
 @click.option("--file", "file_", type=click.File("rb"), help="Read the body from a file ('-' for stdin).")
 @click.option("--count", type=click.IntRange(min=1), help="Send COUNT generated messages of --size bytes.")
 @click.option("--size", type=click.IntRange(min=1, max=4 * 1024 * 1024), default=1024, show_default=True)
@@ -76,7 +73,8 @@ def _parse_props(values: tuple[str, ...]) -> list[tuple[str, str]]:
 @click.option("--sharding-key", help="Messages with the same sharding key go to one queue, in order.")
 @click.option("--group", default="rocketq-cli-producer", show_default=True, help="Producer group.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
-def send(topic, body, namesrv, file_, count, size, inflight, tag, keys, props, delay_level, sharding_key, group,
+@client_options
+def send(topic, body, access, file_, count, size, inflight, tag, keys, props, delay_level, sharding_key, group,
          as_json) -> None:
     """Send a message to TOPIC: BODY, --file, or --count N generated ones."""
     props = _parse_props(props)
@@ -90,7 +88,8 @@ def send(topic, body, namesrv, file_, count, size, inflight, tag, keys, props, d
             data = body.encode()
         else:
             raise click.UsageError("give a BODY, --file PATH (or - for stdin), or --count N")
-        result = run(_send_one(namesrv, group, _message(topic, data, tag, keys, props, delay_level), sharding_key))
+        result = call(access, _send_one(access, group, _message(topic, data, tag, keys, props, delay_level),
+                                        sharding_key))
         row = {"msg_id": result.msg_id, "offset_msg_id": result.offset_msg_id, "status": result.status.value,
                "broker": result.queue.broker_name, "queue_id": result.queue.queue_id,
                "queue_offset": result.queue_offset}
@@ -100,8 +99,8 @@ def send(topic, body, namesrv, file_, count, size, inflight, tag, keys, props, d
             click.echo(f"{row['status']} msgId={row['msg_id']} queue={topic}@{row['broker']}#{row['queue_id']} "
                        f"offset={row['queue_offset']}")
         return
-    summary = run(_send_many(namesrv, group, topic, count, size, inflight, tag, keys, props, delay_level,
-                             sharding_key))
+    summary = call(access, _send_many(access, group, topic, count, size, inflight, tag, keys, props, delay_level,
+                                      sharding_key))
     if as_json:
         click.echo(json.dumps(summary))
     else:
@@ -112,23 +111,25 @@ def send(topic, body, namesrv, file_, count, size, inflight, tag, keys, props, d
                       f"{summary['p99_ms']:.3f}", f"{summary['p999_ms']:.3f}", str(summary["failed"]))
         out().print(table)
     if summary["failed"]:
-        raise click.ClickException(f"{summary['failed']} of {count} sends failed; first error: {summary['error']}")
+        from rocketq.client.access import explain
+        raise click.ClickException(f"{summary['failed']} of {count} sends failed; first error: "
+                                   f"{explain(summary['error'], access)}")
 
 
-async def _send_one(namesrv, group, msg, sharding_key):
+async def _send_one(access, group, msg, sharding_key):
     from rocketq.client import Producer
-    async with Producer(group, namesrv) as p:
+    async with Producer(group, access.namesrv, **access.client_kwargs()) as p:
         return await p.send(msg, sharding_key=sharding_key)
 
 
-async def _send_many(namesrv, group, topic, count, size, inflight, tag, keys, props, delay, sharding_key) -> dict:
+async def _send_many(access, group, topic, count, size, inflight, tag, keys, props, delay, sharding_key) -> dict:
     from rocketq.client import MQClientError, Producer
     body = os.urandom(16).hex().encode() * (size // 32 + 1)
     body = body[:size]
     lat: list[float] = []
     failed, first_error = 0, ""
     bar, task = step_progress(count, "sending")
-    async with Producer(group, namesrv) as p:
+    async with Producer(group, access.namesrv, **access.client_kwargs()) as p:
         sem = asyncio.Semaphore(inflight)
 
         async def one():
@@ -186,7 +187,6 @@ ROUTE_WAIT_INTERVAL_S = 1.0           # --wait: how often the NameServers are as
 
 @click.command()
 @click.argument("topic")
-@namesrv_option
 @click.option("--group", help="Consumer group; it is registered with the brokers and its offsets are committed "
                               "on exit. Without --group the messages are read as no group: nothing is "
                               "registered and nothing committed (RocketMQ's TOOLS_CONSUMER reads).")
@@ -201,22 +201,24 @@ ROUTE_WAIT_INTERVAL_S = 1.0           # --wait: how often the NameServers are as
 @click.option("--wait", "wait_for_topic", is_flag=True,
               help="If TOPIC does not exist yet, wait for it (up to --idle seconds) instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message (body as text or base64).")
-def consume(topic, namesrv, group, tags, from_, count, idle, wait_for_topic, as_json) -> None:
+@client_options
+def consume(topic, access, group, tags, from_, count, idle, wait_for_topic, as_json) -> None:
     """Print the messages of TOPIC as they arrive."""
     consume_from, ts = _parse_from(from_)
-    got = run(_consume(topic, namesrv, group, tags, consume_from, ts, count, idle, wait_for_topic, as_json))
+    got = call(access, _consume(topic, access, group, tags, consume_from, ts, count, idle, wait_for_topic, as_json))
     who = f"as group {escape(group)}" if group else "as no group (nothing committed)"
     err().print(f"[dim]{got} message(s) from {escape(topic)} {who}[/dim]")
 
 
-async def _consume(topic, namesrv, group, tags, consume_from, ts, count, idle, wait_for_topic, as_json) -> int:
+async def _consume(topic, access, group, tags, consume_from, ts, count, idle, wait_for_topic, as_json) -> int:
     from rocketq.client import LitePullConsumer
     from rocketq.client.offset_store import MemoryOffsetStore
     from rocketq.common.system_names import TOOLS_CONSUMER_GROUP
-    c = LitePullConsumer(group or TOOLS_CONSUMER_GROUP, namesrv, consume_from=consume_from, consume_timestamp_ms=ts,
-                         offset_store=None if group else MemoryOffsetStore())
+    c = LitePullConsumer(group or TOOLS_CONSUMER_GROUP, access.namesrv, consume_from=consume_from,
+                         consume_timestamp_ms=ts, offset_store=None if group else MemoryOffsetStore(),
+                         **access.client_kwargs())
     try:
-        route = await _await_route(c.instance, topic, namesrv, wait_for_topic, idle)
+        route = await _await_route(c.instance, topic, access.namesrv, wait_for_topic, idle)
         if route is None:
             return 0
         if group:
@@ -249,6 +251,8 @@ async def _print_messages(c, count, idle, as_json) -> int:
     got, last = 0, time.monotonic()
     while count is None or got < count:
         msgs = await c.poll(0.5, max_messages=(count - got) if count else 1024)
+        if not msgs and c.refusal is not None:        # the broker refuses this reader: waiting will not help
+            raise c.refusal
         if not msgs:
             if idle is not None and time.monotonic() - last >= idle:
                 break

@@ -9,7 +9,7 @@ and still shuts down cleanly; the exit code is then 130.
 
 Each run tags its messages with a run id (``demo-<run>-<i>`` keys), so runs against the same
 store add to it and each checks only its own messages.  A new store is made with the ``small``
-profile unless ``--profile`` says otherwise (the demo writes ~25 MB; the default profile would
+profile unless ``--store-profile`` says otherwise (the demo writes ~25 MB; the default profile would
 allocate ~2.4 GiB for it); an existing store is opened with the sizes it was made with.
 """
 
@@ -24,8 +24,9 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from rocketq.cli.serve_cmd import store_profile_option
 from rocketq.cli.ui import err, out, step_progress, stop_on_signals
-from rocketq.server.profiles import PROFILES, store_config
+from rocketq.server.profiles import store_config
 
 DEFAULT_STORE_PATH = Path.home() / "rocketq" / "demo-store"
 DEFAULT_PROFILE = "small"
@@ -154,8 +155,8 @@ class _Demo:
 @click.option("--store-path", type=click.Path(path_type=Path, file_okay=False),
               default=DEFAULT_STORE_PATH, show_default=True,
               help="The demo's store directory (not the server's ~/rocketq/store).")
-@click.option("--profile", type=click.Choice(sorted(PROFILES)), default=DEFAULT_PROFILE, show_default=True,
-              help="File sizes of a new store (see `rocketq serve --help`); an existing store keeps its own.")
+@store_profile_option(DEFAULT_PROFILE, "File sizes of a new store (see `rocketq serve --help`); an existing store "
+                                      "keeps its own.")
 @click.option("--count", type=click.IntRange(min=1), default=None,
               help=f"Messages to write [default: {DEFAULT_COUNT:,}, or no limit with --seconds].")
 @click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=None,

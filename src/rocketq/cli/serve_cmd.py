@@ -1,7 +1,8 @@
 """``rocketq serve`` (NameServer + broker + gRPC endpoint in one process) and ``rocketq broker``
 (a broker alone, registering with ``--namesrv``), both configured the RocketMQ way.
 
-Configuration: ``--profile`` (store file sizes, :mod:`rocketq.server.profiles`), ``-c broker.conf``
+Configuration: ``--store-profile`` (store file sizes, :mod:`rocketq.server.profiles`; ``--profile``
+before, still accepted), ``-c broker.conf``
 (or ``rocketq.toml``), ``ROCKETQ_<key>`` variables, the flags below and ``--set key=value`` for any
 other key (see :mod:`rocketq.server.config`), later ones winning.  Logging: INFO by default, a
 rotated ``--log-file``, ``--log-format json`` (:mod:`rocketq.cli.log_setup`).  Both run until
@@ -11,6 +12,7 @@ Ctrl-C / SIGTERM and then shut down cleanly (the store is flushed and its abort 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -76,15 +78,34 @@ def _common_options(fn):
         click.option("--acl", "acl_file", type=click.Path(dir_okay=False, path_type=Path),
                      help="Enable ACL with this plain_acl.yml (aclEnable=true, aclFile=FILE)."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any other setting; repeatable."),
-        click.option("--profile", type=click.Choice(sorted(PROFILES)), default=DEFAULT_PROFILE, show_default=True,
-                     help="Store file sizes: default = RocketMQ's (1 GiB CommitLog segments, two allocated at "
-                          "once, and a 401 MiB index: ~2.4 GiB of disk); small = 64 MiB segments and an 8 MiB "
-                          "index (~140 MiB), for laptops and CI. Settings of a file, the environment or flags "
-                          "win over the profile's."),
     ]
+    fn = store_profile_option(DEFAULT_PROFILE, "Store file sizes: default = RocketMQ's (1 GiB CommitLog segments, "
+                              "two allocated at once, and a 401 MiB index: ~2.4 GiB of disk); small = 64 MiB "
+                              "segments and an 8 MiB index (~140 MiB), for laptops and CI. Settings of a file, "
+                              "the environment or flags win over the profile's.")(fn)
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def store_profile_option(default: str, help_text: str):
+    """``--store-profile`` (passed on as ``profile``), and ``--profile``, its name before the client
+    commands took ``--profile`` for client profiles: still accepted here, hidden, with a notice."""
+    choice = click.Choice(sorted(PROFILES))
+
+    def decorate(f):
+        @functools.wraps(f)
+        def wrapper(*args, store_profile=None, legacy_profile=None, **kwargs):
+            if store_profile and legacy_profile and store_profile != legacy_profile:
+                raise click.UsageError(f"--store-profile {store_profile} and --profile {legacy_profile} disagree")
+            if legacy_profile:
+                click.echo(f"rocketq: note: --profile {legacy_profile} is now --store-profile {legacy_profile} "
+                           "(--profile names a client profile in the client commands)", err=True)
+            kwargs["profile"] = store_profile or legacy_profile or default
+            return f(*args, **kwargs)
+        wrapper = click.option("--profile", "legacy_profile", type=choice, hidden=True)(wrapper)
+        return click.option("--store-profile", type=choice, help=f"{help_text}  [default: {default}]")(wrapper)
+    return decorate
 
 
 def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, *, profile=DEFAULT_PROFILE,

@@ -11,6 +11,7 @@ import threading
 import click
 from rich.table import Table
 
+from rocketq.cli.client_options import client_options
 from rocketq.cli.extras import require_extra
 from rocketq.cli.ui import err, out, step_progress
 
@@ -18,6 +19,7 @@ master_option = click.option("--master", default="local[*]", show_default=True, 
 
 
 def _source_options(fn):
+    fn = client_options(namesrv=False, only_with="namesrv")(fn)       # credentials and TLS of --namesrv reads
     fn = click.option("--store", "store", type=click.Path(file_okay=False), help="Read this store directory.")(fn)
     fn = click.option("--namesrv", help="Read topics through this NameServer (host:port).")(fn)
     fn = click.option("--topics", help="Comma-separated topics (with --namesrv; filters --store).")(fn)
@@ -78,13 +80,15 @@ def spark() -> None:
 @click.option("--mode", type=click.Choice(["errorifexists", "overwrite", "append"]), default="errorifexists",
               show_default=True)
 @master_option
-def export(store, namesrv, topics, topic_pattern, out_path, mode, master) -> None:
+def export(store, namesrv, topics, topic_pattern, access, out_path, mode, master) -> None:
     """Write messages to Parquet, partitioned by topic and store date."""
     _check_source(store, namesrv, topics, topic_pattern)
     require_extra("spark", "rocketq spark export")
     from rocketq.spark.jobs import export as run_export, source_frame
+    from rocketq.spark.options import access_options
     session = _session(master)
-    df = source_frame(session, store=store, namesrv=namesrv, topics=topics, topic_pattern=topic_pattern)
+    df = source_frame(session, store=store, namesrv=namesrv, topics=topics, topic_pattern=topic_pattern,
+                      access_options=access_options(access))
     _with_stage_progress(session, "exporting", lambda: run_export(df, out_path, mode=mode))
     written = session.read.parquet(out_path).count()
     out().print(f"exported; {out_path} holds {written:,} messages")
@@ -94,13 +98,15 @@ def export(store, namesrv, topics, topic_pattern, out_path, mode, master) -> Non
 @_source_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
 @master_option
-def stats(store, namesrv, topics, topic_pattern, as_json, master) -> None:
+def stats(store, namesrv, topics, topic_pattern, access, as_json, master) -> None:
     """Per topic and queue: messages, bytes, distinct keys, offsets and time range."""
     _check_source(store, namesrv, topics, topic_pattern)
     require_extra("spark", "rocketq spark stats")
     from rocketq.spark.jobs import source_frame, stats as run_stats
+    from rocketq.spark.options import access_options
     session = _session(master)
-    df = source_frame(session, store=store, namesrv=namesrv, topics=topics, topic_pattern=topic_pattern)
+    df = source_frame(session, store=store, namesrv=namesrv, topics=topics, topic_pattern=topic_pattern,
+                      access_options=access_options(access))
     rows = _with_stage_progress(session, "counting", lambda: run_stats(df))
     if as_json:
         import json

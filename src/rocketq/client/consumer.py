@@ -33,7 +33,7 @@ from rocketq.client.offset_store import LocalOffsetStore, RemoteOffsetStore
 from rocketq.common.aio import wait_event
 from rocketq.common.javahash import tag_hash
 from rocketq.common.sysflag import RETRY_GROUP_TOPIC_PREFIX
-from rocketq.remoting import RequestCode
+from rocketq.remoting import RequestCode, ResponseCode
 
 log = logging.getLogger("rocketq.client")
 
@@ -101,6 +101,9 @@ class ConsumerBase:
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
         self.running = False
+        # the last pull the broker refused (NO_PERMISSION): pulls keep retrying, as an ACL file may
+        # change, but a caller that would rather stop (the command line) can see why nothing comes
+        self.refusal: MQClientError | None = None
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self.subscriptions[topic] = expression or "*"
@@ -235,6 +238,8 @@ class ConsumerBase:
                                                   suspend_ms=suspend_ms)
         except MQClientError as exc:
             log.info("pull from %s failed, retrying: %s", mq, exc)
+            if exc.code == ResponseCode.NO_PERMISSION:
+                self.refusal = exc
             self.instance.forget_route(mq.topic)
             await asyncio.sleep(PULL_ERROR_BACKOFF_S)
             return offset, None, []

@@ -162,6 +162,7 @@ class MessageModel(enum.Enum):
 
 @dataclass(frozen=True)
 class Credentials:
-    """ACL 1.0 access key and secret (requests are signed with them when given)."""
+    """ACL 1.0 access key and secret (requests are signed with them when given).  The secret is
+    left out of the repr, so a logged or printed client never shows it."""
     access_key: str
-    secret_key: str
+    secret_key: str = field(repr=False)

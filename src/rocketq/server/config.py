@@ -161,10 +161,14 @@ def read_file(path: Path) -> list[tuple[str, object, str]]:
 
 def read_env(environ: Mapping[str, str], *, client_keys: bool = True) -> list[tuple[str, object, str]]:
     """Entries from ROCKETQ_<key> variables; the client commands' variables (CLIENT_ENV_KEYS) become
-    their server key with *client_keys*, and are skipped without it (``serve`` has its own NameServer)."""
+    their server key with *client_keys*, and are skipped without it (``serve`` has its own NameServer);
+    the clients' credential, TLS and profile variables are always skipped."""
+    from rocketq.client.access import CLIENT_ENV_VARS      # the client commands' credentials, TLS, profile
     by_lower = {k.lower(): k for k in known_keys()}
     aliases, out = [], []
     for name, value in environ.items():
+        if name.upper() in CLIENT_ENV_VARS - CLIENT_ENV_KEYS.keys():
+            continue                  # ROCKETQ_ACCESS_KEY & co. belong to the clients, not to a server
         if name.upper() in CLIENT_ENV_KEYS:
             if client_keys:
                 aliases.append((CLIENT_ENV_KEYS[name.upper()], value, f"environment {name}"))

@@ -1,4 +1,4 @@
-"""Store size profiles (``--profile`` of ``serve``, ``broker`` and ``run``) and what a store allocates.
+"""Store size profiles (``--store-profile`` of ``serve``, ``broker`` and ``run``) and what a store allocates.
 
 The store reserves its files whole when it creates them (``posix_fallocate``), so their sizes are
 disk taken at once, not a ceiling:

@@ -1,8 +1,13 @@
 """Talking to rocketq from Spark processes: routes and offsets on the driver, pulls on executors.
 
 Everything runs on rocketq's client loop thread (:func:`rocketq.client.sync.run`) with one
-:class:`~rocketq.client.api.MQClientAPI` per process (Spark reuses its Python workers, so
-connections outlive a task).  Nothing here is pickled: sources keep only options and plain data.
+:class:`~rocketq.client.api.MQClientAPI` per process and access settings (Spark reuses its Python
+workers, so connections outlive a task; at most ``MAX_APIS`` settings are kept, the oldest closed).
+Nothing here is pickled: sources keep only options and plain data (:class:`AccessSpec` included,
+resolved into credentials and an SSL context in the process that connects).
+
+A refusal by a secured server becomes a :class:`PermissionError` whose one line says what to set
+(:func:`rocketq.client.access.explain`, with the connector's option names).
 
 Offsets are ``{topic: {broker: {queue_id: offset}}}`` with string queue ids and every level
 sorted, so the JSON Spark stores in its checkpoint compares equal for equal offsets.
@@ -14,29 +19,72 @@ import asyncio
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass
 
+from rocketq.client.access import explain
 from rocketq.client.api import MQClientAPI
 from rocketq.client.model import MessageQueue, MQClientError
 from rocketq.client.sync import run, submit
 from rocketq.remoting.codes import ResponseCode
-from rocketq.spark.options import OptionError
+from rocketq.spark.options import AccessSpec, OptionError
 
 Offsets = dict                     # {topic: {broker: {"qid": offset}}}
 SYSTEM_TOPIC = re.compile(r"^(rmq_sys_|RMQ_SYS_|SCHEDULE_TOPIC|TBW102|%RETRY%|%DLQ%|SELF_TEST_TOPIC|OFFSET_MOVED_EVENT|"
                           r"BenchmarkTest|TRANS_CHECK_MAX_TIME_TOPIC|DefaultCluster|broker-|rocketq-)")
 CALL_TIMEOUT_S = 30.0
+MAX_APIS = 8                       # access settings a process keeps clients for (queries of several users)
+ACCESS_RECHECK_S = 10.0            # how long a resolved profile / environment is trusted (a rotated secret)
+NO_ACCESS = AccessSpec()
 
-_API: MQClientAPI | None = None
+_RESOLVED: dict[AccessSpec, tuple[float, object]] = {}     # spec -> (when, ClientAccess)
+_APIS: dict[object, MQClientAPI] = {}                       # ClientAccess -> its client
 _API_LOCK = threading.Lock()
 
 
-def api() -> MQClientAPI:
-    global _API
+def api(spec: AccessSpec = NO_ACCESS) -> MQClientAPI:
+    """This process's client for *spec* (resolved here: this process's environment and profile file)."""
+    access = access_of(spec)
     with _API_LOCK:
-        if _API is None:
-            _API = MQClientAPI(timeout_s=CALL_TIMEOUT_S)
-        return _API
+        client = _APIS.get(access)
+        if client is None:
+            client = _APIS[access] = MQClientAPI(timeout_s=CALL_TIMEOUT_S, **client_kwargs(access))
+            while len(_APIS) > MAX_APIS:
+                submit(_APIS.pop(next(iter(_APIS))).close())
+        return client
+
+
+def access_of(spec: AccessSpec):
+    """*spec* resolved in this process (a ClientAccess), re-read every ``ACCESS_RECHECK_S``."""
+    now = time.monotonic()
+    with _API_LOCK:
+        hit = _RESOLVED.get(spec)
+        if hit is not None and now - hit[0] < ACCESS_RECHECK_S:
+            return hit[1]
+    access = spec.resolve()
+    with _API_LOCK:
+        _RESOLVED[spec] = (now, access)
+        while len(_RESOLVED) > MAX_APIS:
+            _RESOLVED.pop(next(iter(_RESOLVED)))
+    return access
+
+
+def client_kwargs(access) -> dict:
+    from rocketq.client.access import AccessError
+    try:
+        return access.client_kwargs()
+    except AccessError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def refused(exc: MQClientError, spec: AccessSpec) -> Exception:
+    """A NO_PERMISSION answer as a PermissionError, a connection that failed as a ConnectionError,
+    each saying what to set; other errors unchanged."""
+    if exc.code == ResponseCode.NO_PERMISSION:
+        return PermissionError(explain(exc, access_of(spec)))
+    if exc.code < 0:
+        return ConnectionError(explain(exc, access_of(spec)))
+    return exc
 
 
 __all__ = ["Catalog", "QueueRef", "api", "call", "submit", "canonical", "flatten", "nest", "parse_offsets_json"]
@@ -79,8 +127,13 @@ def nest(flat: dict[tuple[str, str, int], int]) -> Offsets:
 class Catalog:
     """Driver-side view of the cluster: which queues the topics have and their offsets."""
 
-    def __init__(self, namesrvs: list[str]):
+    def __init__(self, namesrvs: list[str], access: AccessSpec = NO_ACCESS):
         self.namesrvs = namesrvs
+        self.access = access
+
+    @property
+    def api(self) -> MQClientAPI:
+        return api(self.access)
 
     def _ask(self, coro, what: str):
         try:
@@ -89,8 +142,9 @@ class Catalog:
             if exc.code == ResponseCode.TOPIC_NOT_EXIST:
                 raise
             if exc.code < 0:
-                raise ConnectionError(f"{what}: cannot reach rocketq at {','.join(self.namesrvs)}: {exc}") from exc
-            raise
+                raise ConnectionError(f"{what}: cannot reach rocketq at {','.join(self.namesrvs)}: "
+                                      f"{explain(exc, access_of(self.access))}") from None
+            raise refused(exc, self.access) from None
 
     def resolve_topics(self, topics: list[str], pattern: str | None) -> list[str]:
         if pattern is None:
@@ -99,14 +153,14 @@ class Catalog:
             regex = re.compile(pattern)
         except re.error as exc:
             raise OptionError(f"option 'topicPattern' is not a valid regular expression: {exc}") from None
-        listed = self._ask(api().topic_list(self.namesrvs), "listing topics")
+        listed = self._ask(self.api.topic_list(self.namesrvs), "listing topics")
         return [t for t in listed if regex.fullmatch(t) and not SYSTEM_TOPIC.match(t)]
 
     def queues(self, topics: list[str], *, missing_ok: bool = False) -> list[QueueRef]:
         out = []
         for topic in topics:
             try:
-                route = self._ask(api().get_route(self.namesrvs, topic), f"route of topic {topic!r}")
+                route = self._ask(self.api.get_route(self.namesrvs, topic), f"route of topic {topic!r}")
             except MQClientError as exc:
                 if exc.code == ResponseCode.TOPIC_NOT_EXIST:
                     if missing_ok:
@@ -124,7 +178,7 @@ class Catalog:
         """(min offset, max offset) of every queue, asked concurrently."""
 
         async def both(q: QueueRef):
-            return await asyncio.gather(api().min_offset(q.addr, q.mq), api().max_offset(q.addr, q.mq))
+            return await asyncio.gather(self.api.min_offset(q.addr, q.mq), self.api.max_offset(q.addr, q.mq))
 
         async def every():
             return await asyncio.gather(*(both(q) for q in queues))
@@ -135,7 +189,7 @@ class Catalog:
     def search(self, queues: list[QueueRef], timestamp_ms: int) -> dict[tuple[str, str, int], int]:
 
         async def every():
-            return await asyncio.gather(*(api().search_offset(q.addr, q.mq, timestamp_ms) for q in queues))
+            return await asyncio.gather(*(self.api.search_offset(q.addr, q.mq, timestamp_ms) for q in queues))
 
         found = self._ask(every(), "offsets by timestamp") if queues else []
         return {(q.topic, q.broker, q.queue_id): o for q, o in zip(queues, found)}
@@ -145,7 +199,7 @@ class Catalog:
                 if (q.topic, q.broker, q.queue_id) in offsets]
 
         async def every():
-            await asyncio.gather(*(api().update_offset(q.addr, group, q.mq, o) for q, o in todo))
+            await asyncio.gather(*(self.api.update_offset(q.addr, group, q.mq, o) for q, o in todo))
 
         if todo:
             self._ask(every(), f"committing offsets of group {group!r}")

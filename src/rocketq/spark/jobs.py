@@ -23,8 +23,9 @@ from rocketq.spark.store_reader import DataLossError
 
 
 def source_frame(spark, *, store: str | None = None, namesrv: str | None = None, topics: str | None = None,
-                 topic_pattern: str | None = None):
-    """The DataFrame a job reads: a store directory, or topics through a NameServer."""
+                 topic_pattern: str | None = None, access_options: dict[str, str] | None = None):
+    """The DataFrame a job reads: a store directory, or topics through a NameServer (with
+    *access_options*: accessKey, secretKey, tls, ... of format("rocketq"))."""
     if (store is None) == (namesrv is None):
         raise ValueError("give either a store path or a NameServer address")
     if store is not None:
@@ -32,7 +33,7 @@ def source_frame(spark, *, store: str | None = None, namesrv: str | None = None,
         if topics:
             reader = reader.option("topics", topics)
         return reader.load(store)
-    reader = spark.read.format("rocketq").option("namesrv", namesrv)
+    reader = spark.read.format("rocketq").option("namesrv", namesrv).options(**(access_options or {}))
     reader = reader.option("topicPattern", topic_pattern) if topic_pattern else reader.option("topics", topics or "")
     return reader.load()
 

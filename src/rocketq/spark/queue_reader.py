@@ -48,6 +48,7 @@ class QueueTask:
     tags: tuple[str, ...] = ()           # empty: every tag
     fail_on_data_loss: bool = True
     namesrvs: tuple[str, ...] = ()
+    access: broker_io.AccessSpec = broker_io.NO_ACCESS     # credentials and TLS (the secret hides its repr)
 
 
 def _expression(tags: tuple[str, ...]) -> str:
@@ -115,7 +116,7 @@ def _decoded(body: bytes, task: QueueTask, tag_set) -> Iterator[pa.RecordBatch]:
 
 
 async def _pull_async(task: QueueTask, ref: broker_io.QueueRef, offset: int, n: int):
-    return await broker_io.api().pull_raw(ref.addr, ref.mq, task.group, offset, max_nums=n,
+    return await broker_io.api(task.access).pull_raw(ref.addr, ref.mq, task.group, offset, max_nums=n,
                                           expression=_expression(task.tags), suspend_ms=0)
 
 
@@ -124,8 +125,8 @@ def _pull_rerouted(task: QueueTask, offset: int, n: int, exc: MQClientError):
     now (a slave may serve reads) and pull from there; other errors are raised."""
     ref = task.ref
     if exc.code >= 0 or not task.namesrvs:
-        raise exc
-    moved = [q for q in broker_io.Catalog(list(task.namesrvs)).queues([ref.topic], missing_ok=True)
+        raise broker_io.refused(exc, task.access) from None
+    moved = [q for q in broker_io.Catalog(list(task.namesrvs), task.access).queues([ref.topic], missing_ok=True)
              if (q.broker, q.queue_id) == (ref.broker, ref.queue_id) and q.addr != ref.addr]
     if not moved:
         raise exc

@@ -12,7 +12,8 @@ Columns read from each row (any other column is ignored):
 
 Options: ``namesrv``, ``topic``, ``producerGroup`` (default ``rocketq-spark-sink``),
 ``batchSize`` (messages per SEND_BATCH_MESSAGE, default 1024), ``maxInFlight`` (batches awaiting
-an answer per task, default 8).
+an answer per task, default 8), and the source's credential and TLS options (``accessKey``,
+``secretKey``, ``tls``, ``tlsCaFile``, ..., ``profile``), resolved in each task's process.
 
 Every send result is checked: anything but SEND_OK (or a send error) fails the task, so Spark
 retries it or fails the write; no row is dropped silently.  Delivery into the topic is
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from rocketq.client.model import SendStatus
+from rocketq.client.model import MQClientError, SendStatus
 from rocketq.common.javahash import java_hash
 from rocketq.spark import broker_io
 from rocketq.spark import options as opt
@@ -51,7 +52,8 @@ class SentCount(WriterCommitMessage):
 
 class _SinkSettings:
     def __init__(self, options):
-        self.namesrvs = opt.namesrvs(options)
+        self.access = opt.access_spec(options)
+        self.namesrvs = opt.namesrvs(options, self.access.resolve())
         self.topic = options.get("topic")
         self.group = options.get("producerGroup") or DEFAULT_GROUP
         self.batch_size = opt.integer(options, "batchSize", 1024, minimum=1)
@@ -68,7 +70,9 @@ class _TaskSender:
     def __init__(self, settings: _SinkSettings):
         from rocketq.client.producer import Producer
         self.s = settings
-        self.producer = broker_io.call(_make(Producer, settings.group, settings.namesrvs))
+        access = broker_io.access_of(settings.access)
+        self.producer = broker_io.call(_make(Producer, settings.group, settings.namesrvs,
+                                             **broker_io.client_kwargs(access)))
         self._queues: dict[str, list] = {}
 
     def _destination(self, topic: str, hint):
@@ -116,15 +120,18 @@ class _TaskSender:
         return sent
 
     async def _send_chunk(self, topic: str, body: bytes, count: int, nbytes: int, queue) -> tuple[int, int]:
-        result = await self.producer.send_encoded_batch(topic, body, queue=queue)
+        try:
+            result = await self.producer.send_encoded_batch(topic, body, queue=queue)
+        except MQClientError as exc:                # a refusal says which option to set
+            raise broker_io.refused(exc, self.s.access) from None
         if result.status != SendStatus.SEND_OK:
             raise SinkError(f"the broker answered {result.status.name} for {count} messages of topic "
                             f"{topic} on {result.queue}")
         return count, nbytes
 
 
-async def _make(cls, *args):
-    return await cls(*args).start()
+async def _make(cls, *args, **kwargs):
+    return await cls(*args, **kwargs).start()
 
 
 def _count(done, sent: SentCount) -> None:

@@ -14,6 +14,10 @@ Source options (names follow Spark's Kafka source where they fit):
                                  offsets (one batch behind Spark's checkpoint), so lag tools see it
 ``tags``                         ``a || b`` or ``a,b``: only messages with these tags
 ``failOnDataLoss``               ``true`` (default) fail when offsets are gone; ``false`` warn and skip
+``accessKey`` / ``secretKey``    ACL credentials; ``tls``, ``tlsCaFile``, ``tlsCertFile`` / ``tlsKeyFile``,
+                                 ``tlsInsecure``: TLS; ``profile``: a client profile.  Options win over
+                                 ROCKETQ_* variables and the profile file, read in each process
+                                 (:mod:`rocketq.spark.options`); the sink takes the same options
 
 One input partition per (topic, broker, queue) with messages in range.  Offsets are
 ``{topic: {broker: {queue: offset}}}``; queues and brokers that appear between micro-batches
@@ -49,7 +53,8 @@ class _Settings:
     """The source's options, parsed once on the driver (plain data: pickled with the reader)."""
 
     def __init__(self, options, *, streaming: bool):
-        self.namesrvs = opt.namesrvs(options)
+        self.access = opt.access_spec(options)
+        self.namesrvs = opt.namesrvs(options, self.access.resolve())
         self.topics = opt.listing(options, "topics") or opt.listing(options, "subscribe")
         self.pattern = options.get("topicPattern") or options.get("subscribePattern")
         if bool(self.topics) == bool(self.pattern):
@@ -69,7 +74,7 @@ class _Settings:
 
     def task(self, ref: QueueRef, start: int, end: int) -> QueueTask:
         return QueueTask(ref, start, end, self.group or DEFAULT_GROUP, self.tags, self.fail_on_data_loss,
-                         tuple(self.namesrvs))
+                         tuple(self.namesrvs), self.access)
 
 
 def _resolve(spec: str, timestamp: int | None, option: str, catalog: Catalog, queues: list[QueueRef],
@@ -112,7 +117,7 @@ class _Planner:
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:               # created where used: sockets do not pickle
-            self._catalog = Catalog(self.settings.namesrvs)
+            self._catalog = Catalog(self.settings.namesrvs, self.settings.access)
         return self._catalog
 
     def queues(self) -> list[QueueRef]:

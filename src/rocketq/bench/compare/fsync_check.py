@@ -161,7 +161,8 @@ def count_syncs(system, *, n: int, body: bytes, run) -> SyncCount:
     return SyncCount(acks=len(lat), calls=counter.calls)
 
 
-def check_durability(systems, root: Path, *, n: int, body: bytes, run, progress=lambda s: None) -> dict:
+def check_durability(systems, root: Path, *, n: int, body: bytes, run, progress=lambda s: None,
+                     security=None) -> dict:
     """``{system name: {mode: SyncCount.to_dict() or {"not_measured": why}}}`` for every system's
     async mode and, where it has one, its sync mode; each on a fresh server in its own directory."""
     why_not = strace_missing()
@@ -174,7 +175,7 @@ def check_durability(systems, root: Path, *, n: int, body: bytes, run, progress=
             progress(f"durability check: {cls.name}, {mode} mode ({n:,} acknowledged sends under strace)")
             where = root / f"{cls.__name__}-{mode}-fsync"
             where.mkdir()
-            system = cls(where, sync=mode == "sync")
+            system = cls(where, sync=mode == "sync", security=security)
             system.start()
             try:
                 checks.setdefault(cls.name, {})[mode] = count_syncs(system, n=n, body=body, run=run).to_dict()

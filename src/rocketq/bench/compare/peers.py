@@ -58,13 +58,20 @@ class System:
     max_e2e_rate: int | None = None        # fastest fixed rate the end-to-end scenario is run at
     notes = ""                             # how the client is driven, when the report must say it
 
-    def __init__(self, root: Path, sync: bool = False):
+    def __init__(self, root: Path, sync: bool = False, security=None):
+        from rocketq.bench.security import NONE
         self.root, self.sync = root, sync
+        self.security = security or NONE          # ACL / TLS: rocketq's rows use it, the peers run as they are
         self.proc: subprocess.Popen | None = None
 
     @classmethod
     def available(cls) -> str | None:
         """None when it can run here, else why not."""
+        return None
+
+    @classmethod
+    def refuses(cls, security) -> str | None:
+        """Why it cannot run with these security settings (a BenchSecurity), or None."""
         return None
 
     def start(self) -> None:

@@ -109,6 +109,8 @@ def write_report(results: dict, out: Path) -> None:
         lines += ["## How each system is driven, where it differs", ""]
         lines += [f"- **{name}**: {note}." for name, note in results["notes"].items()] + [""]
     lines += [f"Settings: {results['settings']}", ""]
+    if results.get("security"):
+        lines += [f"Security: {results['security']}", ""]
     for scenario, title in scenarios(results["settings"]):
         keys = sorted(k for k in rows if k[0] == scenario)
         if not keys:

@@ -44,6 +44,14 @@ class RocketqGrpc(Rocketq):
     def available(cls):
         return oc.available()
 
+    @classmethod
+    def refuses(cls, security):
+        return security.official_client_refusal()
+
+    def _official(self) -> dict:
+        credentials, tls = self.security.official_client_settings()
+        return {"credentials": credentials, "tls": tls}
+
     def start(self) -> None:
         super().start()
         self.endpoint = self._serve.grpc_endpoint
@@ -52,7 +60,7 @@ class RocketqGrpc(Rocketq):
             raise RuntimeError("rocketq serve did not announce a gRPC endpoint")
 
     def _with_producer(self, topic: str, work):
-        p = oc.started_producer(self.endpoint, topic)
+        p = oc.started_producer(self.endpoint, topic, **self._official())
         try:
             return work(p)
         finally:
@@ -74,7 +82,7 @@ class RocketqGrpc(Rocketq):
 
     async def consume(self, n):
         def read():
-            c = oc.started_consumer(self.endpoint, f"CMPG{time.monotonic_ns()}", self._topic)
+            c = oc.started_consumer(self.endpoint, f"CMPG{time.monotonic_ns()}", self._topic, **self._official())
             try:
                 return oc.receive_and_ack(c, n, deadline_s=300)
             finally:
@@ -88,8 +96,10 @@ class RocketqGrpc(Rocketq):
         def on_batch(msgs) -> None:
             now = time.perf_counter()
             lat.extend(now - stamp_of(m.body) for m in msgs)
-        p = await asyncio.to_thread(oc.started_producer, self.endpoint, topic, warm_body=stamped(size))
-        c = await asyncio.to_thread(oc.started_consumer, self.endpoint, f"CMPGE{time.monotonic_ns()}", topic)
+        p = await asyncio.to_thread(oc.started_producer, self.endpoint, topic, warm_body=stamped(size),
+                                    **self._official())
+        c = await asyncio.to_thread(oc.started_consumer, self.endpoint, f"CMPGE{time.monotonic_ns()}", topic,
+                                    **self._official())
         try:
             with oc.BackgroundReceiver(c, on_batch):
                 await self._warm(p, topic, size, lat)

@@ -2,7 +2,9 @@
 
 The server is ``rocketq serve`` on free ports in the system's directory (gRPC off unless a subclass
 serves it); batched produce is SEND_BATCH_MESSAGE (256 x 128 B or 64 x 1 KiB per call, 8 calls in
-flight), the backlog is read by a LitePullConsumer and committed once at the end.
+flight), the backlog is read by a LitePullConsumer and committed once at the end.  With a secured
+:class:`~rocketq.bench.security.BenchSecurity` the server starts with its ACL / TLS arguments and
+every client here signs and speaks TLS as it says.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class Rocketq(System):
     def start(self) -> None:
         from rocketq.bench.broker_bench import ServeProcess
         flush = ["--flush-disk-type", "SYNC_FLUSH"] if self.sync else []
-        self._serve = ServeProcess(self.root, *flush, grpc=self.serves_grpc).__enter__()
+        self._serve = ServeProcess(self.root, *flush, *self.security.serve_args(), grpc=self.serves_grpc).__enter__()
         self.proc, self.namesrv = self._serve.proc, self._serve.namesrv
         self._topic = f"T{time.monotonic_ns()}"
 
@@ -31,7 +33,7 @@ class Rocketq(System):
 
     def _producer(self):
         from rocketq.client import Producer
-        return Producer("CMP", self.namesrv)
+        return Producer("CMP", self.namesrv, **self.security.client_kwargs())
 
     async def produce_one(self, n, body):
         from rocketq.client import Message
@@ -51,7 +53,7 @@ class Rocketq(System):
     async def consume(self, n):
         from rocketq.client import ConsumeFrom, LitePullConsumer
         c = LitePullConsumer(f"CMP{time.monotonic_ns()}", self.namesrv, consume_from=ConsumeFrom.FIRST,
-                             pull_batch_size=256, buffer_batches=256)
+                             pull_batch_size=256, buffer_batches=256, **self.security.client_kwargs())
         c.subscribe(self._topic)
         await c.start()
         got, t0 = 0, time.perf_counter()
@@ -74,7 +76,8 @@ class Rocketq(System):
         async def listener(msgs):
             now = time.perf_counter()
             lat.extend(now - stamp_of(m.body) for m in msgs)
-        c = PushConsumer(f"CMPE{time.monotonic_ns()}", self.namesrv, listener=listener, consume_from=ConsumeFrom.LAST)
+        c = PushConsumer(f"CMPE{time.monotonic_ns()}", self.namesrv, listener=listener, consume_from=ConsumeFrom.LAST,
+                         **self.security.client_kwargs())
         c.subscribe(topic)
         async with self._producer() as p:
             await p.send(Message(topic, stamped(size)))

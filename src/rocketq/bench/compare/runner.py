@@ -127,15 +127,20 @@ class Cells:
 
 
 def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callable[[str], None] = lambda s: None,
-                verify_n: int | None = None, **counts) -> dict:
+                verify_n: int | None = None, security=None, **counts) -> dict:
     """Keyword arguments other than these are :class:`Plan` fields; ``verify_n`` defaults to
-    ``VERIFY_N`` or ``one_n``, whichever is smaller (so a quick run checks durability quickly)."""
+    ``VERIFY_N`` or ``one_n``, whichever is smaller (so a quick run checks durability quickly).
+    *security* (a :class:`~rocketq.bench.security.BenchSecurity`) secures rocketq's rows."""
+    from rocketq.bench.security import NONE
+    security = security or NONE
     plan = Plan(**counts, verify_n=verify_n or min(VERIFY_N, counts.get("one_n", Plan.one_n)))
-    systems = [s for s in SYSTEMS if s.available() is None]
-    skipped = {s.name: s.available() for s in SYSTEMS if s.available() is not None}
+    why_not = {s.name: s.available() or s.refuses(security) for s in SYSTEMS}
+    systems = [s for s in SYSTEMS if why_not[s.name] is None]
+    skipped = {name: why for name, why in why_not.items() if why is not None}
     cells = Cells()
     with tempfile.TemporaryDirectory() as tmp:
-        checks = check_durability(systems, Path(tmp), n=plan.verify_n, body=b"v" * 1024, run=_run, progress=progress)
+        checks = check_durability(systems, Path(tmp), n=plan.verify_n, body=b"v" * 1024, run=_run, progress=progress,
+                                  security=security)
         sync_systems = [cls for cls in systems if cls.durability.get("sync") and syncs_before_ack(
             checks[cls.name].get("sync"), documented=True)]
         for run in range(runs):
@@ -143,11 +148,11 @@ def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callabl
                 for cls in systems:                                  # interleaved: A B C A B C
                     label = f"run {run + 1}/{runs}, {size} B: {cls.name}"
                     progress(label)
-                    _in_own_dir(Path(tmp) / f"{cls.__name__}-{run}-{size}", cls, False,
+                    _in_own_dir(Path(tmp) / f"{cls.__name__}-{run}-{size}", cls, False, security,
                                 lambda s: _timed_async(s, size, plan, cells))
                     if cls in sync_systems:
                         progress(f"{label} (sync durability)")
-                        _in_own_dir(Path(tmp) / f"{cls.__name__}-{run}-{size}-sync", cls, True,
+                        _in_own_dir(Path(tmp) / f"{cls.__name__}-{run}-{size}-sync", cls, True, security,
                                     lambda s: _timed_sync(s, size, plan, cells))
     results = {"machine": _machine(), "runs": runs, "skipped": skipped, "systems": [s.name for s in systems],
                "durability": {s.name: s.durability for s in systems}, "durability_check": checks,
@@ -155,7 +160,9 @@ def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callabl
                "notes": {s.name: s.notes for s in systems if s.notes},
                "settings": asdict(plan),
                "caps": {s.name: s.caps for s in systems if s.caps},
-               "cells": cells.to_list(), "latency_samples_ms": cells.cdfs}
+               "cells": cells.to_list(), "latency_samples_ms": cells.cdfs,
+               "security": security.describe() + (" (rocketq's rows; the peers run as installed)"
+                                                  if security.secured else "")}
     out = Path(out_dir) if out_dir else Path("bench-results") / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
@@ -164,11 +171,11 @@ def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callabl
     return results
 
 
-def _in_own_dir(root: Path, cls, sync: bool, work) -> None:
+def _in_own_dir(root: Path, cls, sync: bool, security, work) -> None:
     """Start *cls* in *root*, do *work* with it, stop it and delete its data (a 1 M backlog is
     gigabytes per system)."""
     root.mkdir()
-    system = cls(root, sync=sync)
+    system = cls(root, sync=sync, security=security)
     system.start()
     try:
         work(system)
