@@ -94,7 +94,9 @@ def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, 
                  "listenPort": port, "flushDiskType": flush_disk_type, **extra, **_parse_sets(sets)}
     if acl_file:
         overrides.update(aclEnable="true", aclFile=str(acl_file))
-    defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "127.0.0.1"}
+    # the servers export metrics unless told not to (a library Broker follows RocketMQ: off)
+    defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "127.0.0.1",
+                "metricsExporterType": "PROM"}
     try:
         given = (profile_entries(profile) + (server_config.read_file(config_file) if config_file else [])
                  + server_config.read_env(os.environ, client_keys=client_env)
