@@ -152,7 +152,7 @@ class BrokerCollector(Collector):
         for (request, response), row in list(self._broker.stats.rpcs.items()):
             hist.add_metric((*self._common, "remoting", code_name(_REQUEST_NAMES, request),
                              code_name(_RESPONSE_NAMES, response)),
-                            histogram_buckets(RPC_LATENCY_BUCKETS_MS, row[2:]), sum_value=row[1])
+                            histogram_buckets(RPC_LATENCY_BUCKETS_MS, row[2:]), sum_value=row[1] / 1e6)
         watermark = GaugeMetricFamily("rocketmq_processor_watermark", "Request processor watermark",
                                       labels=_COMMON + ("processor",))
         flow = getattr(self._broker, "flow_control", None)

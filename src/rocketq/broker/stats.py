@@ -25,6 +25,7 @@ WINDOWS_S = (10, 60, 600)
 # bound falls in that bound's bucket (Prometheus' "le")
 MESSAGE_SIZE_BUCKETS_BYTES = (1 << 10, 4 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20)
 RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
+_RPC_LATENCY_BUCKETS_NS = tuple(ms * 1_000_000 for ms in RPC_LATENCY_BUCKETS_MS)   # ints: no float per request
 MAX_SERIES = 10_000                  # keys per table (topics x types, topics x groups, pulled queues ...)
 OVERFLOW_LABEL = "_overflow_"         # where counts of keys past MAX_SERIES go
 
@@ -66,7 +67,7 @@ class BrokerStats:
         self.pull_offsets: dict[tuple[str, str, int], int] = {}
         # (group, original topic) -> messages sent to %DLQ%group
         self.dead_lettered: dict[tuple[str, str], list[int]] = {}
-        # (request code, response code) -> [requests, total ms, requests per latency bucket..., over]
+        # (request code, response code) -> [requests, total ns, requests per latency bucket..., over]
         self.rpcs: dict[tuple[int, int], list] = {}
         self._ring: collections.deque[_Snapshot] = collections.deque(maxlen=max(WINDOWS_S) + 1)
         self._today = self._day()
@@ -78,7 +79,9 @@ class BrokerStats:
         type label (normal, fifo, delay, transaction)."""
         self.put_messages += count
         self.put_bytes += size
-        row = self.puts.get((topic, kind)) or _row(self.puts, (topic, kind), 3 + len(MESSAGE_SIZE_BUCKETS_BYTES))
+        row = self.puts.get((topic, kind))
+        if row is None:
+            row = _row(self.puts, (topic, kind), 3 + len(MESSAGE_SIZE_BUCKETS_BYTES))
         row[0] += count
         row[1] += size
         row[2 + bisect_left(MESSAGE_SIZE_BUCKETS_BYTES, size // count if count else 0)] += 1
@@ -105,12 +108,12 @@ class BrokerStats:
 
     def rpc(self, request_code: int, response_code: int, elapsed_ns: int) -> None:
         """One request answered after *elapsed_ns* (RocketMQ's rocketmq_rpc_latency, in ms)."""
-        row = self.rpcs.get((request_code, response_code)) or _row(
-            self.rpcs, (request_code, response_code), 3 + len(RPC_LATENCY_BUCKETS_MS))
-        ms = elapsed_ns / 1e6
+        row = self.rpcs.get((request_code, response_code))
+        if row is None:
+            row = _row(self.rpcs, (request_code, response_code), 3 + len(RPC_LATENCY_BUCKETS_MS))
         row[0] += 1
-        row[1] += ms
-        row[2 + bisect_left(RPC_LATENCY_BUCKETS_MS, ms)] += 1
+        row[1] += elapsed_ns
+        row[2 + bisect_left(_RPC_LATENCY_BUCKETS_NS, elapsed_ns)] += 1
 
     def sample(self) -> None:
         """Called once a second."""
