@@ -87,7 +87,7 @@ def histogram_buckets(bounds, counts) -> list[tuple[str, int]]:
     out, total = [], 0
     for bound, n in zip(bounds, counts):
         total += n
-        out.append((str(bound), total))
+        out.append((str(float(bound)), total))       # le="1024.0", as Prometheus writes bounds
     out.append(("+Inf", total + counts[-1]))
     return out
 
