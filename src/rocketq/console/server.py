@@ -36,7 +36,9 @@ HERE = Path(__file__).parent
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'; "
                                "base-uri 'none'; form-action 'self'",
-    "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: with no-referrer browsers post forms with "Origin: null", which the
+    # cross-site check refuses
+    "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 OPEN_PATHS = ("/login", "/static/")
