@@ -14,6 +14,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
+import pytest
 from click.testing import CliRunner
 
 from rocketq.cli.main import cli
@@ -84,3 +85,12 @@ class Browserless:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args, **kwargs):
         return None
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One ``rocketq serve`` (trace topic on) per test module (imported by the modules that use it:
+    a conftest.py here would shadow tests/cli's, which other modules import by that name)."""
+    s = start_serve(tmp_path_factory.mktemp("console"), "--set", "traceTopicEnable=true")
+    yield s
+    stop_serve(s)

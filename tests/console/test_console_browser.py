@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from console_helpers import rocketq
+from console_helpers import rocketq, served  # noqa: F401 (a fixture)
 
 from rocketq.client import Message, Producer
 import asyncio

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from console_helpers import Browserless, rocketq, start_serve, stop_serve
+from console_helpers import Browserless, rocketq, start_serve, stop_serve, served  # noqa: F401 (a fixture)
 
 from rocketq.console.forms import MAX_BODY_BYTES, MAX_FORM_BYTES
 

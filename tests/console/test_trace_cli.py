@@ -5,7 +5,7 @@ import asyncio
 import json
 import time
 
-from console_helpers import rocketq
+from console_helpers import rocketq, served  # noqa: F401 (a fixture)
 
 from rocketq.client import Message, Producer
 from rocketq.common import trace

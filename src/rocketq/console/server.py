@@ -43,6 +43,7 @@ SECURITY_HEADERS = {
 }
 OPEN_PATHS = ("/login", "/static/")
 SESSION_KEY = "console_session"
+CONSOLE_KEY: web.AppKey["ConsoleServer"] = web.AppKey("console", object)
 
 
 class ConsoleServer:
@@ -71,7 +72,7 @@ class ConsoleServer:
     def app(self) -> web.Application:
         from rocketq.console import message_views, views
         app = web.Application(client_max_size=forms.MAX_FORM_BYTES, middlewares=[self._guard])
-        app["console"] = self
+        app[CONSOLE_KEY] = self
         views.routes(app)
         message_views.routes(app)
         app.router.add_static("/static/", HERE / "static", show_index=False, follow_symlinks=False)

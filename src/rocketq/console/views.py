@@ -14,7 +14,7 @@ from aiohttp import web
 from rocketq.acl.http_auth import HttpAuthError, verify
 from rocketq.client.model import MQClientError
 from rocketq.console import forms
-from rocketq.console.server import SESSION_KEY
+from rocketq.console.server import CONSOLE_KEY, SESSION_KEY
 
 CLUSTER_ERRORS = (MQClientError, OSError, asyncio.TimeoutError)
 
@@ -38,7 +38,7 @@ def routes(app: web.Application) -> None:
 
 
 def _console(request: web.Request):
-    return request.app["console"]
+    return request.app[CONSOLE_KEY]
 
 
 # -- login ------------------------------------------------------------------------------------
