@@ -4,7 +4,9 @@ account).  The browser tests (test_console_browser.py) drive the same pages in C
 
 from __future__ import annotations
 
+import json
 import re
+import time
 
 from console_helpers import Browserless, rocketq, start_serve, stop_serve, served  # noqa: F401 (a fixture)
 
@@ -101,5 +103,12 @@ def test_acl_on_nothing_without_a_login_and_a_login_acts_as_its_account(tmp_path
         assert status == 302 and headers["Location"] == "/topics/AdminT"
         status, html, _ = admin.request("/")
         assert status == 200 and "broker-a" in html and "RocketMQ" in html
+        # the charts' sampler reads the brokers with the broker's own admin keys: samples arrive under ACL too
+        deadline = time.monotonic() + 30
+        while len(json.loads(admin.request("/api/throughput")[1])["t"]) < 2:
+            assert time.monotonic() < deadline, "no throughput samples under ACL"
+            time.sleep(0.2)
+        status, _, _ = b.request("/api/groups/GID_NONE/lag")          # reader: the brokers answer for its account
+        assert status in (200, 403)
     finally:
         stop_serve(served)

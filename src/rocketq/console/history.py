@@ -23,8 +23,9 @@ WATCH_S = 600.0
 
 
 class History:
-    def __init__(self, data, *, interval_s: float = SAMPLE_INTERVAL_S, clock=time.time):
+    def __init__(self, data, *, interval_s: float = SAMPLE_INTERVAL_S, clock=time.time, credentials=None):
         self._data, self._interval_s, self._clock = data, interval_s, clock
+        self._creds = credentials          # with ACL on: the broker's own admin keys (the samples need them)
         self.throughput: collections.deque = collections.deque(maxlen=MAX_POINTS)   # (t_ms, put/s, get/s)
         self.lag: dict[str, collections.deque] = {}             # group -> (t_ms, {queue label: lag})
         self._watched: dict[str, float] = {}
@@ -58,7 +59,7 @@ class History:
 
     async def sample(self) -> None:
         now = self._clock()
-        put, got = await self._data.totals()
+        put, got = await self._data.totals(self._creds)
         if self._last_totals is not None:
             then, put0, got0 = self._last_totals
             span = max(now - then, 1e-3)
@@ -68,7 +69,7 @@ class History:
             del self._watched[group]
             self.lag.pop(group, None)
         for group in list(self._watched):
-            lags = await self._data.lag_by_queue(group)
+            lags = await self._data.lag_by_queue(group, self._creds)
             self.lag.setdefault(group, collections.deque(maxlen=MAX_POINTS)).append((int(now * 1000), lags))
 
     def throughput_json(self) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -131,7 +132,7 @@ async def send(request: web.Request) -> web.Response:
         return await send_page(request, error=str(exc), status=400, values=values)
     except CLUSTER_ERRORS as exc:
         return await send_page(request, error=f"not sent: {exc}", status=502, values=values)
-    raise console.redirect(request, f"/messages/{result.msg_id}?topic={topic_name}",
+    raise console.redirect(request, f"/messages/{quote(result.msg_id)}?topic={quote(topic_name)}",
                            f"sent to {topic_name} queue {result.queue.queue_id} offset {result.queue_offset}: "
                            f"{result.status.value}")
 

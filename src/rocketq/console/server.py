@@ -50,13 +50,14 @@ class ConsoleServer:
     """``ConsoleServer(namesrv, host=..., port=..., acl=...)``: ``await start()`` / ``await close()``."""
 
     def __init__(self, namesrv: str, *, host: str = "127.0.0.1", port: int = DEFAULT_CONSOLE_PORT, acl=None,
-                 ssl_context=None, title: str = "rocketq", history_interval_s: float | None = None):
+                 ssl_context=None, title: str = "rocketq", history_interval_s: float | None = None,
+                 sampler_credentials: Credentials | None = None):
         self.host, self._port = host, port
         self.acl = acl                      # the broker's AclValidator, or None
         self.title = title
         self.data = ConsoleData(namesrv, ssl_context=ssl_context)
-        self.history = History(self.data) if history_interval_s is None else History(self.data,
-                                                                                     interval_s=history_interval_s)
+        self.history = History(self.data, credentials=sampler_credentials,
+                               **({} if history_interval_s is None else {"interval_s": history_interval_s}))
         self.sessions = auth.Sessions()
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                                             autoescape=True, undefined=jinja2.StrictUndefined)
@@ -171,5 +172,7 @@ async def start_for(broker, namesrv: str | None, port: int | None) -> ConsoleSer
     s = broker.settings
     port = port if port is not None else (DEFAULT_CONSOLE_PORT if s.port else 0)
     first = namesrv.split(";")[0]
+    own = broker.credentials()                 # the charts' sampler signs with the broker's admin keys under ACL
     return await ConsoleServer(first, host=s.host, port=port, acl=broker.acl, ssl_context=broker.client_ssl_context(),
-                               title=f"rocketq {s.cluster_name}").start()
+                               title=f"rocketq {s.cluster_name}",
+                               sampler_credentials=Credentials(*own) if own else None).start()

@@ -8,6 +8,7 @@ actions (POST) redirect back with a one-line result, or show the form again with
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -106,7 +107,7 @@ async def topic_create(request: web.Request) -> web.Response:
         return await topics(request, error=str(exc), status=400)
     except CLUSTER_ERRORS as exc:
         return await topics(request, error=f"topic not created: {exc}", status=502)
-    raise console.redirect(request, f"/topics/{name}", f"topic {name} created with {queues} queues")
+    raise console.redirect(request, f"/topics/{quote(name)}", f"topic {name} created with {queues} queues")
 
 
 async def topic(request: web.Request, *, error: str = "", status: int = 200) -> web.Response:
@@ -132,7 +133,7 @@ async def topic_update(request: web.Request) -> web.Response:
         return await topic(request, error=str(exc), status=400)
     except CLUSTER_ERRORS as exc:
         return await topic(request, error=f"topic not updated: {exc}", status=502)
-    raise console.redirect(request, f"/topics/{name}", f"topic {name} now has {queues} queues")
+    raise console.redirect(request, f"/topics/{quote(name)}", f"topic {name} now has {queues} queues")
 
 
 async def topic_delete(request: web.Request) -> web.Response:
@@ -190,7 +191,7 @@ async def group_reset(request: web.Request) -> web.Response:
     except CLUSTER_ERRORS as exc:
         return await group(request, error=f"offsets not reset: {exc}", status=502)
     offsets = ", ".join(f"#{d['queue_id']}→{d['offset']}" for d in done)
-    raise console.redirect(request, f"/groups/{name}", f"offsets of {name} on {topic_name} reset: {offsets}")
+    raise console.redirect(request, f"/groups/{quote(name)}", f"offsets of {name} on {topic_name} reset: {offsets}")
 
 
 async def group_lag_json(request: web.Request) -> web.Response:
@@ -199,5 +200,10 @@ async def group_lag_json(request: web.Request) -> web.Response:
         name = forms.group(request.match_info["name"])
     except forms.FormError as exc:
         raise web.HTTPBadRequest(text=str(exc))
+    if console.acl is not None:      # the samples are taken with the broker's keys: show them to who may read them
+        try:
+            await console.data.lag(name, console.credentials(request))
+        except CLUSTER_ERRORS as exc:
+            raise web.HTTPForbidden(text=str(exc))
     console.history.watch(name)
     return web.json_response(console.history.lag_json(name))
