@@ -2,6 +2,8 @@
 # native extension):
 #   make run    - create .venv if missing, install rocketq, run `rocketq serve` (ARGS='--store-profile small' ...)
 #   make test   - create/refresh .venv, install the test, bench and spark extras, run the whole suite
+#                 (as root it first apt-get installs Debian's chromium and chromium-driver when missing, for the
+#                 console's browser tests; otherwise those tests skip and say why)
 #   make bench  - rocketq beside Redis, NATS and RabbitMQ (`rocketq bench compare`)
 #   make native - rebuild only the extension (native/, Rust) into src/rocketq/ after editing it
 # `. .venv/bin/activate` (or ./rocketq) then puts the rocketq command at hand in another shell.
@@ -12,7 +14,7 @@ ARGS   ?=
 STAMP  := $(VENV)/.installed-test
 NATIVE := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 
-.PHONY: run test bench bench-store native clean
+.PHONY: run test bench bench-store native clean browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +31,17 @@ $(STAMP): $(PY) pyproject.toml $(NATIVE)
 run: $(VENV)/.installed
 	$(VENV)/bin/rocketq serve $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest -q
+
+# Debian's chromium and its driver for tests/console/test_console_browser.py (never a downloaded browser build);
+# only as root and only when missing - anywhere else the browser tests skip with the reason
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null \
+		|| echo "make: chromium not installed; the console's browser tests will skip"; \
+	else echo "make: no chromium and not root; the console's browser tests will skip"; fi
 
 bench: $(STAMP)
 	$(VENV)/bin/rocketq bench compare

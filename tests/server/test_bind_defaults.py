@@ -88,7 +88,7 @@ def test_serve_listens_on_loopback_only_by_default_and_says_so(tmp_path):
     try:
         sockets = _listening(proc.pid)
         said = _said(line)
-        assert set(said) == {"NameServer", "broker", "HA", "gRPC"}, line
+        assert set(said) == {"NameServer", "broker", "HA", "gRPC", "metrics", "console"}, line
         assert sockets == set(said.values()), (sockets, line)
         assert {host for host, _ in sockets} == {"127.0.0.1"}
         assert "ACL off, TLS off: reachable from this machine only" in line
@@ -128,7 +128,7 @@ def test_broker_and_namesrv_alone_listen_on_loopback_by_default(tmp_path):
                                          "--store-path", str(tmp_path / "b")])
         try:
             said = _said(line)
-            assert set(said) == {"broker", "HA"} and _listening(broker.pid) == set(said.values())
+            assert set(said) == {"broker", "HA", "metrics", "console"} and _listening(broker.pid) == set(said.values())
             assert {host for host, _ in said.values()} == {"127.0.0.1"}
             assert "ACL off, TLS off: reachable from this machine only" in line
         finally:

@@ -214,4 +214,21 @@ def runtime_info(broker, cmd):
         "commitLogDiskRatio": f"{store.disk_used_ratio():.4f}",
         "pageCacheLockTimeMills": "0",
     })
+    table.update(_ha_figures(broker))
     return ok(cmd, body=json.dumps({"table": table}).encode())
+
+
+def _ha_figures(broker) -> dict[str, str]:
+    """The role and replication state the console shows (RocketMQ's keys where it has them:
+    ``brokerRole``, ``haSlaveCount``... are rocketq's names for what ``mqadmin`` reads off HA)."""
+    rep = getattr(broker, "replication", None)
+    out = {"brokerRole": getattr(rep, "role", broker.settings.broker_role), "storePath":
+           str(broker.store.config.store_path)}
+    master = getattr(rep, "master", None)
+    if master is not None:
+        out["haSlaveCount"] = str(len(master.slaves))
+        out["haBestSlaveOffset"] = str(master.best_slave_offset)
+    slave = getattr(rep, "slave", None)
+    if slave is not None:
+        out["haMasterConnected"] = str(bool(slave.connected)).lower()
+    return out

@@ -35,8 +35,8 @@ from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.replication import Replication
-from rocketq.broker.send import (STATUS_CODES, batch_messages, decode_batch, message_from_header, route_single,
-                                 send_header)
+from rocketq.broker.send import (STATUS_CODES, batch_messages, decode_batch, message_from_header, message_kind,
+                                 route_single, send_header)
 from rocketq.broker.send_back import consumer_send_back
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
@@ -103,6 +103,13 @@ class BrokerSettings:
     timer_max_delay_sec: int = DEFAULT_MAX_DELAY_SEC  # timerMaxDelaySec: scheduled further ahead is refused
     timer_bucket_ms: int = 10_000             # width of one timer bucket file (rocketq's own)
     limits: ConnectionLimits = ConnectionLimits()  # of every port: serverMaxConnections, idle timeout...
+    # metricsExporterType: PROM serves /metrics (rocketq.broker.metrics_http); DISABLE (RocketMQ's default, and
+    # this class's) serves nothing - `rocketq serve` and `rocketq broker` turn it on
+    metrics_exporter_type: str = "DISABLE"
+    metrics_port: int | None = None           # metricsPromExporterPort (None: 5557, or free when port is 0)
+    metrics_host: str | None = None           # metricsPromExporterHost (None: bindAddress)
+    trace_topic_enable: bool = False          # traceTopicEnable: make msgTraceTopicName for clients' traces
+    trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"   # msgTraceTopicName
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -117,6 +124,13 @@ class BrokerSettings:
             raise ValueError("tls.client.certPath and tls.client.keyPath go together")
         if self.inner_credentials is not None:
             parse_credentials(self.inner_credentials)           # raises naming the key
+        if self.metrics_exporter_type not in ("DISABLE", "PROM"):
+            raise ValueError(f"metricsExporterType {self.metrics_exporter_type} is not PROM or DISABLE "
+                             "(rocketq has no OTLP_GRPC or LOG exporter)")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ValueError(f"metricsPromExporterPort {self.metrics_port} is outside 0..65535")
+        if topic_error(self.trace_topic_name):
+            raise ValueError(f"msgTraceTopicName {self.trace_topic_name!r}: {topic_error(self.trace_topic_name)}")
         if self.default_topic_queue_nums < 1:
             raise ValueError("defaultTopicQueueNums must be at least 1")
         TimerPolicy(self.timer_wheel_enable, self.timer_max_delay_sec * 1000)        # raises if not positive
@@ -172,11 +186,14 @@ class Broker:
         self.clients = ClientManager()
         self.timer_policy = TimerPolicy(settings.timer_wheel_enable, settings.timer_max_delay_sec * 1000)
         self.timer: Timer | None = None
+        self.metrics = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> "Broker":
         self.topics.load()
+        if self.settings.trace_topic_enable:       # RocketMQ makes it at start-up, one queue, read-write
+            self.topics.create_system_topic(self.settings.trace_topic_name, queue_nums=1)
         self.offsets.load()
         self.groups.load()
         # one certificate (reloaded when its files change) for the remoting, HA and gRPC ports
@@ -248,15 +265,30 @@ class Broker:
         self.transaction_checker.start()
         if self.controller_agent is not None:
             self.controller_agent.start()
+        await self._start_metrics()
         log.info("broker %s listening on %s", self.settings.broker_name, self.address)
         return self
 
+    async def _start_metrics(self) -> None:
+        s = self.settings
+        if s.metrics_exporter_type != "PROM":
+            return
+        from rocketq.broker.metrics_http import DEFAULT_METRICS_PORT, MetricsExporter
+        port = s.metrics_port if s.metrics_port is not None else (DEFAULT_METRICS_PORT if s.port else 0)
+        try:
+            self.metrics = await MetricsExporter(self, s.metrics_host or s.host, port).start()
+        except BaseException:
+            await self.close()
+            raise
+
     def listeners(self) -> list[tuple[str, str, int]]:
-        """(what, bound host, port) of this broker's listening sockets: remoting, and HA on a master."""
+        """(what, bound host, port) of this broker's listening sockets: remoting, HA on a master, metrics."""
         out = [("broker", self.server.host, self.server.port)]
         master = getattr(getattr(self, "replication", None), "master", None)
         if master is not None:
             out.append(("HA", master.host, master.port))
+        if self.metrics is not None:
+            out.append(("metrics", self.metrics.host, self.metrics.port))
         return out
 
     def _registered_id(self) -> int:
@@ -279,6 +311,9 @@ class Broker:
     async def close(self) -> None:
         for t in self._tasks:
             t.cancel()
+        if self.metrics is not None:
+            await self.metrics.close()
+            self.metrics = None
         if self.controller_agent is not None:
             await self.controller_agent.close()
         if self.registrar is not None:
@@ -351,6 +386,12 @@ class Broker:
             self.acl.reload_if_changed()
 
     async def _handle(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
+        started = time.perf_counter_ns()
+        response = await self._serve(conn, cmd)
+        self.stats.rpc(cmd.code, -1 if response is None else response.code, time.perf_counter_ns() - started)
+        return response
+
+    async def _serve(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
         if "watched" not in conn.context:        # first request on this connection: watch its end
             conn.context["watched"] = True
             conn.on_close(lambda c: self._notify_changed(self.clients.connection_closed(c)))
@@ -411,7 +452,7 @@ class Broker:
         code = STATUS_CODES[r.status]
         if r.physical_offset < 0:
             return RemotingCommand.create_response(cmd, code, r.error or str(r.status))
-        self.stats.put(msg.topic, 1, r.wrote_bytes)
+        self.stats.put(tc.topic_name, 1, r.wrote_bytes, message_kind(tc.topic_name, msg))
         self.replication.notify()
         if r.ok:
             code = await self.replication.replicated(r.physical_offset + r.wrote_bytes) or code
@@ -471,6 +512,7 @@ class Broker:
             group = self.groups.get(str(c.get("groupName")), create=True)
             if group is not None:
                 self.topics.create_retry_or_dlq(f"%RETRY%{group.group_name}", group.retry_queue_nums)
+        conn.context["client"] = (cmd.language, cmd.version)      # the metrics' connection labels
         self._notify_changed(self.clients.heartbeat(conn, data))
         return _ok(cmd, {"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true"})
 

@@ -95,6 +95,7 @@ class PullHandler:
         elif code == ResponseCode.PULL_OFFSET_MOVED and result.status == GetStatus.NO_MATCHED_LOGIC_QUEUE:
             header["nextBeginOffset"] = 0
         body = result.raw if code == ResponseCode.SUCCESS else b""
-        self._stats.pulled(len(result) if code == ResponseCode.SUCCESS else 0)
+        self._stats.pulled(len(result) if code == ResponseCode.SUCCESS else 0, len(body), group=group, topic=topic,
+                           queue_id=qid, next_offset=header["nextBeginOffset"])
         return RemotingCommand.create_response(cmd, code, None if code == ResponseCode.SUCCESS else str(result.status),
                                                header, body)

@@ -65,6 +65,19 @@ _U16 = struct.Struct(">H")
 _BATCH_HEAD = struct.Struct(">iiiii")
 
 
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"          # a FIFO message's group (RocketMQ 5 MessageGroup)
+_PARKED_KINDS = {"RMQ_SYS_TRANS_HALF_TOPIC": "transaction", "SCHEDULE_TOPIC_XXXX": "delay",
+                 "rmq_sys_wheel_timer": "delay"}
+
+
+def message_kind(topic: str, stored: Message) -> str:
+    """RocketMQ's message_type metrics label of a message sent to *topic* and stored as *stored*:
+    parked in the half, schedule or timer topic, FIFO by its sharding key, else normal."""
+    if stored.topic != topic:
+        return _PARKED_KINDS.get(stored.topic, "normal")
+    return "fifo" if PROPERTY_SHARDING_KEY in stored.properties else "normal"
+
+
 def send_header(cmd: RemotingCommand) -> RemotingCommand:
     """Normalise a V2 header to V1 field names in place (V1 requests pass through)."""
     if "b" in cmd.ext_fields and "topic" not in cmd.ext_fields:

@@ -46,6 +46,7 @@ async def consumer_send_back(broker, conn, cmd: RemotingCommand) -> RemotingComm
     delay = cmd.get_int("delayLevel", 0)
     if original.reconsume_times >= max_times or delay < 0:
         topic = f"%DLQ%{group_name}"
+        broker.stats.sent_to_dlq(group_name, props[PROPERTY_RETRY_TOPIC])
         tc = broker.topics.create_retry_or_dlq(topic, 1)
         props[PROPERTY_DLQ_ORIGIN_TOPIC] = props[PROPERTY_RETRY_TOPIC]
         props[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = props[PROPERTY_ORIGIN_MESSAGE_ID]

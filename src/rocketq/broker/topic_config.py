@@ -178,6 +178,13 @@ class TopicConfigManager:
             tc = TopicConfig(topic, nums, nums, default.perm & ~PERM_INHERIT, topic_sys_flag=sys_flag)
         return self.update(tc)
 
+    def create_system_topic(self, topic: str, *, queue_nums: int = 1) -> TopicConfig:
+        """One of the broker's own topics it makes at start-up (the trace topic): read-write, kept
+        as it is when it exists already, and never deletable by an admin."""
+        tc = self.table.get(topic) or self.update(TopicConfig(topic, queue_nums, queue_nums, PERM_READ_WRITE))
+        self.system_topics = self.system_topics | {topic}
+        return tc
+
     def create_retry_or_dlq(self, topic: str, queue_nums: int = 1) -> TopicConfig:
         """``%RETRY%group`` / ``%DLQ%group`` (RocketMQ creates them read-write with 1 queue)."""
         tc = self.table.get(topic)

@@ -108,6 +108,8 @@ def _register() -> None:
     from rocketq.cli.messaging import consume, send
     for command in (send, consume, topic, group, cluster, message):
         cli.add_command(command)
+    from rocketq.cli.trace_cmd import trace
+    message.add_command(trace)
 
 
 _register()

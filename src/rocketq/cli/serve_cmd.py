@@ -108,6 +108,23 @@ def store_profile_option(default: str, help_text: str):
     return decorate
 
 
+def _observe_options(fn):
+    """The console's and the metrics' flags (rocketq.console, rocketq.broker.metrics_http)."""
+    for option in reversed([
+        click.option("--console-port", type=click.IntRange(0, 65535),
+                     help="Web console port (consolePort) [default: 8080, on --host]."),
+        click.option("--no-console", is_flag=True, help="Do not serve the web console."),
+        click.option("--no-metrics", is_flag=True, help="Do not serve /metrics (metricsExporterType=DISABLE; "
+                                                        "the port is metricsPromExporterPort, default 5557)."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _observe_settings(console_port, no_console, no_metrics) -> dict:
+    return {"consolePort": -1 if no_console else console_port, "metricsExporterType": "DISABLE" if no_metrics else None}
+
+
 def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, *, profile=DEFAULT_PROFILE,
                 client_env=True, **extra):
     """Defaults < profile < file < environment < flags; *client_env*: ROCKETQ_NAMESRV is namesrvAddr."""
@@ -115,7 +132,9 @@ def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, 
                  "listenPort": port, "flushDiskType": flush_disk_type, **extra, **_parse_sets(sets)}
     if acl_file:
         overrides.update(aclEnable="true", aclFile=str(acl_file))
-    defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "127.0.0.1"}
+    # the servers export metrics unless told not to (a library Broker follows RocketMQ: off)
+    defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "127.0.0.1",
+                "metricsExporterType": "PROM"}
     try:
         given = (profile_entries(profile) + (server_config.read_file(config_file) if config_file else [])
                  + server_config.read_env(os.environ, client_keys=client_env)
@@ -146,9 +165,10 @@ def _log_settings(cfg, given: list[tuple[str, object, str]]) -> None:
 @click.option("--namesrv-port", type=click.IntRange(0, 65535), help="NameServer port [default: 9876].")
 @click.option("--grpc-port", type=click.IntRange(0, 65535), help="gRPC endpoint port (grpcServerPort) [default: 8081].")
 @click.option("--no-grpc", is_flag=True, help="Do not serve the RocketMQ 5 gRPC protocol.")
+@_observe_options
 @log_options
 def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile, namesrv_port, grpc_port,
-          no_grpc, logging_options) -> None:
+          no_grpc, console_port, no_console, no_metrics, logging_options) -> None:
     """Run a NameServer, a broker and the gRPC endpoint in one process (the standalone mode).
 
     ROCKETQ_NAMESRV, which the client commands read, is ignored here: this process runs its own
@@ -156,7 +176,8 @@ def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, 
     from rocketq.server.standalone import Standalone
     apply_logging(logging_options)
     cfg = load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile=profile,
-                      client_env=False, namesrvListenPort=namesrv_port, grpcServerPort=-1 if no_grpc else grpc_port)
+                      client_env=False, namesrvListenPort=namesrv_port, grpcServerPort=-1 if no_grpc else grpc_port,
+                      **_observe_settings(console_port, no_console, no_metrics))
     server = Standalone(cfg)
 
     async def start() -> None:
@@ -165,6 +186,8 @@ def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, 
         click.echo(f"rocketq serving: NameServer {addrs['namesrv']}, broker {cfg.broker.broker_name} "
                    f"({cfg.broker.cluster_name}) {addrs['broker']}"
                    + (f", gRPC {addrs['grpc']}" if "grpc" in addrs else "")
+                   + (f", console {addrs['console']}" if "console" in addrs else "")
+                   + (f", metrics {addrs['metrics']}" if "metrics" in addrs else "")
                    + f", store {cfg.store.store_path} ({cfg.store.flush_disk_type}); "
                    + exposure(server.listeners(), acl=cfg.broker.acl_enable, tls=cfg.broker.tls.mode), nl=True)
 
@@ -180,25 +203,37 @@ def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, 
 @click.option("--namesrv", "namesrv_addr", help="NameServer addresses, host:port;host:port (namesrvAddr).")
 @click.option("--broker-name", help="brokerName [default: broker-a].")
 @click.option("--cluster", "cluster_name", help="brokerClusterName [default: DefaultCluster].")
+@_observe_options
 @log_options
 def broker(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile, namesrv_addr, broker_name,
-           cluster_name, logging_options) -> None:
+           cluster_name, console_port, no_console, no_metrics, logging_options) -> None:
     """Run a broker alone; it registers with the NameServers of --namesrv (or namesrvAddr, or
     ROCKETQ_NAMESRV: the variable the client commands read, as RocketMQ's broker reads NAMESRV_ADDR)."""
     from rocketq.broker.broker import Broker
     apply_logging(logging_options)
     cfg = load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile=profile,
-                      namesrvAddr=namesrv_addr, brokerName=broker_name, brokerClusterName=cluster_name)
+                      namesrvAddr=namesrv_addr, brokerName=broker_name, brokerClusterName=cluster_name,
+                      **_observe_settings(console_port, no_console, no_metrics))
     b = Broker(cfg.broker, cfg.store)
+    console = []
 
     async def start() -> None:
+        from rocketq.console.server import start_for
         await b.start()
+        try:
+            console.extend(c for c in [await start_for(b, cfg.broker.namesrv_addr, cfg.console_port)] if c)
+        except BaseException:
+            await b.close()
+            raise
         # "listening on <host:port>" first: scripts and tests read the broker's bound address there
+        listeners = b.listeners() + [("console", c.host, c.port) for c in console]
         click.echo(f"broker {cfg.broker.broker_name} ({cfg.broker.cluster_name}) "
-                   + exposure(b.listeners(), acl=cfg.broker.acl_enable, tls=cfg.broker.tls.mode)
+                   + exposure(listeners, acl=cfg.broker.acl_enable, tls=cfg.broker.tls.mode)
                    + f"; announced as {b.address}, store {cfg.store.store_path}", nl=True)
 
     async def stop() -> None:
+        for c in console:
+            await c.close()
         await b.close()
         click.echo("broker stopped cleanly")
 

@@ -17,12 +17,15 @@ from dataclasses import dataclass
 
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import Credentials, MessageQueue, MQClientError, TopicRoute
+from rocketq.common import trace as trace_codec
 from rocketq.common.msgid import decode_offset_msg_id, may_be_offset_msg_id
+from rocketq.common.trace import TRACE_TOPIC, TraceStep
 from rocketq.common.system_names import USER, topic_kind
 from rocketq.remoting import ResponseCode
 from rocketq.store.record import StoredMessage
 
 
+MAX_TRACE_MESSAGES = 256           # trace messages read for one message id (each holds a few records)
 MAX_TOPICS_SEARCHED = 256          # a unique id without its topic: how many topics are searched at most
 UNIQ_KEY_MATCHES = 32              # QUERY_MESSAGE maxNum for a unique id (retries share the key)
 
@@ -203,3 +206,18 @@ class Admin:
             if hits:
                 return min(hits, key=lambda m: m.store_timestamp)
         return None
+
+    # -- traces ------------------------------------------------------------------------------
+
+    async def trace(self, msg_id: str, trace_topic: str = TRACE_TOPIC) -> list[TraceStep]:
+        """The path of message *msg_id* (the client's id, as producers print it) from the records
+        traced clients sent to *trace_topic* (found by key: a trace message's KEYS hold the id)."""
+        if not msg_id or len(msg_id) > 128:
+            raise MQClientError(-1, f"{msg_id[:40]!r} is not a message id")
+        if await self.instance.route(trace_topic, refresh=True) is None:
+            raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"the trace topic {trace_topic} does not exist: no "
+                                "client sent a trace yet (brokers make it with traceTopicEnable=true)")
+        records = []
+        for m in await self.query_by_key(trace_topic, msg_id, MAX_TRACE_MESSAGES):
+            records += trace_codec.decode(m.body)
+        return trace_codec.path_of(msg_id, records)

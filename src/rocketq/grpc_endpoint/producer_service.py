@@ -80,6 +80,7 @@ _REPLICATION_CODES = {ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_T
 
 # enum values looked up once: protobuf's enum wrapper attribute access is slow on a hot path
 _FIFO, _DELAY, _TRANSACTION = pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION
+_KIND_LABELS = {_FIFO: "fifo", _DELAY: "delay", _TRANSACTION: "transaction"}    # rocketmq_messages_in_total's
 _OK = Code.OK
 
 
@@ -172,7 +173,7 @@ class ProducerService:
         if r.physical_offset < 0:
             raise V2Error(_PUT_CODES.get(r.status, Code.INTERNAL_SERVER_ERROR),
                           f"storing message {sp.message_id!r} into topic {topic!r} failed: {r.status} {r.error or ''}")
-        self._broker.stats.put(topic, 1, r.wrote_bytes)
+        self._broker.stats.put(topic, 1, r.wrote_bytes, _KIND_LABELS.get(kind, "normal"))
         self._broker.replication.notify()
         code = _PUT_CODES.get(r.status, _OK)
         if r.ok:

@@ -122,7 +122,7 @@ class PullService:
             if code == ResponseCode.SUCCESS:
                 found = [m for m in res.messages if p.tags is None or m.tags in p.tags]   # hash collisions out
                 if found:
-                    self._broker.stats.pulled(len(found))
+                    self._broker.stats.pulled(len(found), len(res.raw), topic=p.topic)
                     return _Pulled(Code.OK, found, res.next_begin_offset)
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
             if code == ResponseCode.PULL_OFFSET_MOVED:

@@ -52,6 +52,8 @@ class ServerConfig:
     store: StoreConfig = field(default_factory=StoreConfig)
     namesrv_port: int = 9876
     grpc_port: int = 8081             # 0 picks a free port; -1 turns the gRPC endpoint off
+    # consolePort (rocketq's): the web console; None = 8080 (a free port when listenPort is 0); -1 = off
+    console_port: int | None = None
     warnings: tuple[str, ...] = ()
 
 
@@ -78,12 +80,15 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "tls.enable": ("tls_enable", None), "tls.client.trustCertPath": ("tls_trust_cert_path", None),
     "tls.client.certPath": ("tls_client_cert_path", None), "tls.client.keyPath": ("tls_client_key_path", None),
     "timerWheelEnable": ("timer_wheel_enable", None), "timerMaxDelaySec": ("timer_max_delay_sec", None),
+    "metricsExporterType": ("metrics_exporter_type", None), "metricsPromExporterPort": ("metrics_port", None),
+    "metricsPromExporterHost": ("metrics_host", None), "traceTopicEnable": ("trace_topic_enable", None),
+    "msgTraceTopicName": ("trace_topic_name", None),
 }
 # TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
 _TLS_KEYS = {"tlsMode": "mode", "tls.server.mode": "mode", "tls.server.certPath": "cert_path",
              "tls.server.keyPath": "key_path", "tls.server.trustCertPath": "trust_cert_path",
              "tls.server.need.client.auth": "need_client_auth"}
-_SERVER_KEYS = {"namesrvListenPort": "namesrv_port", "grpcServerPort": "grpc_port"}
+_SERVER_KEYS = {"namesrvListenPort": "namesrv_port", "grpcServerPort": "grpc_port", "consolePort": "console_port"}
 # limits of every listening port (RocketMQ's NettyServerConfig names; serverMaxConnections and
 # serverWriteStallTimeoutSeconds are rocketq's); a water mark of 0 is RocketMQ's "the default"
 _LIMIT_KEYS = {"serverMaxConnections": ("max_connections", int),
@@ -96,7 +101,7 @@ _LIMIT_KEYS = {"serverMaxConnections": ("max_connections", int),
 # RocketMQ keys that load without error but change nothing here (said in a warning)
 IGNORED_ROCKETMQ_KEYS = frozenset({
     "brokerIP2", "brokerPermission", "sendMessageThreadPoolNums",
-    "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "traceTopicEnable",
+    "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage",
     "autoCreateSubscriptionGroup", "rejectTransactionMessage", "enableDLegerCommitLog",
     "storePathCommitLog", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile",
     "fetchNamesrvAddrByAddressServer", "osPageCacheBusyTimeOutMills", "flushConsumerOffsetInterval",

@@ -2,7 +2,8 @@
 
 What ``rocketq serve`` runs.  The broker registers with the in-process NameServer (and with any
 other NameServers ``namesrvAddr`` lists), so remoting clients need only ``127.0.0.1:9876``; the
-gRPC endpoint serves RocketMQ 5 clients on ``grpcServerPort`` from the same store.  Every port binds
+gRPC endpoint serves RocketMQ 5 clients on ``grpcServerPort`` from the same store; the web console
+(:mod:`rocketq.console`, ``consolePort``) and the broker's ``/metrics`` serve browsers and Prometheus.  Every port binds
 ``bindAddress`` (127.0.0.1 unless configured); with ACL on the NameServer reads the broker's
 ``plain_acl.yml`` too.  Shutdown runs
 in reverse order and the broker's shutdown flushes the store and removes its abort marker.
@@ -42,6 +43,7 @@ class Standalone:
         self.namesrv: NameServer | None = None
         self.broker: Broker | None = None
         self.grpc = None
+        self.console = None
 
     async def start(self) -> Standalone:
         cfg = self.config
@@ -64,6 +66,8 @@ class Standalone:
             endpoint = grpc_endpoint_class() if cfg.grpc_port >= 0 else None
             if endpoint is not None:
                 self.grpc = await endpoint(self.broker, host=bind, port=cfg.grpc_port).start()
+            from rocketq.console.server import start_for
+            self.console = await start_for(self.broker, local, cfg.console_port)
         except BaseException:
             await self.close()
             raise
@@ -71,6 +75,10 @@ class Standalone:
 
     def addresses(self) -> dict[str, str]:
         out = {"namesrv": f"{self._shown_host()}:{self.namesrv.port}", "broker": self.broker.address}
+        if self.console is not None:
+            out["console"] = f"http://{self._shown_host()}:{self.console.port}/"
+        if self.broker.metrics is not None:
+            out["metrics"] = f"http://{self._shown_host()}:{self.broker.metrics.port}/metrics"
         if self.grpc is not None:
             out["grpc"] = f"{self._shown_host()}:{self.grpc.port}"
         return out
@@ -80,6 +88,8 @@ class Standalone:
         out = [("NameServer", self.namesrv.host, self.namesrv.port), *self.broker.listeners()]
         if self.grpc is not None:
             out.append(("gRPC", self.grpc.host, self.grpc.port))
+        if self.console is not None:
+            out.append(("console", self.console.host, self.console.port))
         return out
 
     def _shown_host(self) -> str:
@@ -87,6 +97,9 @@ class Standalone:
         return self.config.broker.announce_host or ("127.0.0.1" if host in ("0.0.0.0", "") else host)
 
     async def close(self) -> None:
+        if self.console is not None:
+            await self.console.close()
+            self.console = None
         if self.grpc is not None:
             await self.grpc.close()
             self.grpc = None

@@ -115,6 +115,12 @@ class GroupCommitService(_Service):
         self._slow_log = _SlowFlushLog("SYNC_FLUSH group commit")
         self.flushed = 0
         self.broken = False
+        self.syncs = 0                 # flushes run, and seconds spent in them (metrics; once per fsync)
+        self.sync_seconds = 0.0
+
+    def waiting(self) -> int:
+        """Producers on an event loop waiting for a flush (a snapshot, for metrics)."""
+        return len(self._async_waiters)
 
     def wait_flushed(self, offset: int) -> bool:
         """Block until bytes before *offset* are on disk; False on timeout."""
@@ -150,7 +156,13 @@ class GroupCommitService(_Service):
         with self._cond:
             self._cond.wait_for(lambda: self._requested > self.flushed or self._stopped,
                                 ASYNC_DEADLINE_CHECK_S if self._async_waiters else 10.0)
-        flushed = self._slow_log.timed(self._flush) if self._requested > self.flushed else self.flushed
+        if self._requested > self.flushed:
+            started = time.monotonic()
+            flushed = self._slow_log.timed(self._flush)
+            self.syncs += 1
+            self.sync_seconds += time.monotonic() - started
+        else:
+            flushed = self.flushed
         with self._done:
             if flushed > self.flushed:
                 self.flushed = flushed
