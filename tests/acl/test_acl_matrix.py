@@ -46,6 +46,8 @@ ALLOWED = {
     R.GET_BROKER_RUNTIME_INFO: {A}, R.GET_ALL_CONSUMER_OFFSET: {A}, R.GET_ALL_DELAY_OFFSET: {A},
     R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: {A}, R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: {A},
     R.DELETE_SUBSCRIPTIONGROUP: {A},
+    # issue 19's codes
+    R.CHECK_CLIENT_CONFIG: {A, S},
     UNSERVED: {A},
 }
 # names that keep one request from spoiling the next (the admin's delete must not take Orders away)

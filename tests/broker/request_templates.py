@@ -117,6 +117,11 @@ TEMPLATES = {
                                  [("group", "group", False)]),
     R.GET_CONSUME_STATS: (_topic_and_group(R.GET_CONSUME_STATS), [("group", "group", False), ("topic", "topic", True)]),
     R.DELETE_TOPIC_IN_BROKER: (_topic_only(R.DELETE_TOPIC_IN_BROKER), [("topic", "topic", False)]),
+    # issue 19's codes
+    R.CHECK_CLIENT_CONFIG: (lambda n, o: _header(R.CHECK_CLIENT_CONFIG, {}, json.dumps({
+        "clientId": "client-1", "group": n["group"], "subscriptionData": {
+            "topic": n["topic"], "subString": "a > 1", "expressionType": "SQL92"}}).encode()),
+        [("group", "group", False), ("topic", "topic", False)]),
 }
 
 

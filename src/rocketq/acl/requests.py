@@ -30,6 +30,7 @@ GET_CONSUMER_LIST_BY_GROUP,            consumerGroup: SUB
 GET_CONSUMER_CONNECTION_LIST
 GET_CONSUME_STATS                      consumerGroup: SUB, topic (when given): PUB or SUB
 LOCK_BATCH_MQ / UNLOCK_BATCH_MQ        consumerGroup: SUB, each queue's topic: SUB
+CHECK_CLIENT_CONFIG                    group: SUB, subscriptionData.topic: SUB
 UPDATE_AND_CREATE_TOPIC,               admin; topic named
 DELETE_TOPIC_IN_BROKER
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,   admin; groupName named
@@ -163,6 +164,13 @@ def _consume_stats(cmd: RemotingCommand) -> Needs:
                          *_optional("topic", _field(cmd, "topic"), ANY)))
 
 
+def _check_client(cmd: RemotingCommand) -> Needs:
+    data = _body(cmd, "CheckClientRequestBody")
+    sub = data.get("subscriptionData")
+    topic = _text(sub.get("topic")) if isinstance(sub, dict) else ""
+    return Needs(False, (Named("group", _text(data.get("group")), SUB), Named("topic", topic, SUB)))
+
+
 def _admin_topic(cmd: RemotingCommand) -> Needs:
     return Needs(True, (Named("topic", _field(cmd, "topic"), None),))
 
@@ -194,6 +202,7 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.GET_CONSUME_STATS: _consume_stats,
     RequestCode.LOCK_BATCH_MQ: _queue_locks,
     RequestCode.UNLOCK_BATCH_MQ: _queue_locks,
+    RequestCode.CHECK_CLIENT_CONFIG: _check_client,
     RequestCode.UPDATE_AND_CREATE_TOPIC: _admin_topic,
     RequestCode.DELETE_TOPIC_IN_BROKER: _admin_topic,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _admin_group_body,

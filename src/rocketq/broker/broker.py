@@ -26,6 +26,7 @@ from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
 from rocketq.broker import admin, queries
+from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
 from rocketq.broker.credentials import acl_file_of, broker_credentials, parse_credentials
@@ -101,6 +102,8 @@ class BrokerSettings:
     timer_wheel_enable: bool = True           # timerWheelEnable: TIMER_* properties schedule a message
     timer_max_delay_sec: int = DEFAULT_MAX_DELAY_SEC  # timerMaxDelaySec: scheduled further ahead is refused
     timer_bucket_ms: int = 10_000             # width of one timer bucket file (rocketq's own)
+    enable_property_filter: bool = False      # enablePropertyFilter: SQL92 subscriptions (off, as in RocketMQ)
+    max_filter_message_size: int = 16_000     # maxFilterMessageSize: consume-queue bytes one filtered read scans
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -118,6 +121,8 @@ class BrokerSettings:
         if self.default_topic_queue_nums < 1:
             raise ValueError("defaultTopicQueueNums must be at least 1")
         TimerPolicy(self.timer_wheel_enable, self.timer_max_delay_sec * 1000)        # raises if not positive
+        if self.max_filter_message_size < 20:
+            raise ValueError(f"maxFilterMessageSize {self.max_filter_message_size} is below one consume-queue unit (20)")
         if self.timer_bucket_ms < 100:
             raise ValueError(f"timer_bucket_ms {self.timer_bucket_ms} is below 100")
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
@@ -159,6 +164,7 @@ class Broker:
             RequestCode.CONSUMER_SEND_MSG_BACK: lambda conn, cmd: consumer_send_back(self, conn, cmd),
             RequestCode.LOCK_BATCH_MQ: self._lock_batch, RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
+            RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
             **admin.handlers(self), **queries.handlers(self),
         }
         self.stats = BrokerStats()
@@ -219,7 +225,10 @@ class Broker:
                                  slave_read=(st.slave_read_enable,
                                              st.which_broker_when_consume_slowly,
                                              st.access_message_in_memory_max_ratio),
-                                 is_slave=lambda: getattr(getattr(self, "replication", None), "role", "") == "SLAVE")
+                                 is_slave=lambda: getattr(getattr(self, "replication", None), "role", "") == "SLAVE",
+                                 registered=self.clients.subscription_data,
+                                 property_filter=st.enable_property_filter,
+                                 max_filter_message_bytes=st.max_filter_message_size)
         self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
         await self.server.serve()
         self.replication = Replication(self)

@@ -103,6 +103,11 @@ class ClientManager:
                 changed.append(name)
         return changed
 
+    def subscription_data(self, group: str, topic: str) -> dict | None:
+        """The SubscriptionData JSON *group*'s heartbeats registered for *topic*, or None."""
+        info = self.consumers.get(group)
+        return info.subscriptions.get(topic) if info is not None else None
+
     def consumer_ids(self, group: str) -> list[str]:
         info = self.consumers.get(group)
         return sorted(info.clients) if info else []

@@ -169,28 +169,38 @@ class MQClientAPI:
     # -- consuming ---------------------------------------------------------------------------
 
     async def pull(self, addr: str, mq: MessageQueue, group: str, offset: int, *, max_nums: int = 32,
-                   expression: str = "*", suspend_ms: int = 0, commit_offset: int = -1,
+                   expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0, commit_offset: int = -1,
                    timeout_s: float | None = None) -> PullResult:
         result, body = await self.pull_raw(addr, mq, group, offset, max_nums=max_nums, expression=expression,
-                                           suspend_ms=suspend_ms, commit_offset=commit_offset, timeout_s=timeout_s)
+                                           expression_type=expression_type, suspend_ms=suspend_ms,
+                                           commit_offset=commit_offset, timeout_s=timeout_s)
         result.messages = split_records(body) if body else []
         return result
 
     async def pull_raw(self, addr: str, mq: MessageQueue, group: str, offset: int, *, max_nums: int = 32,
-                       expression: str = "*", suspend_ms: int = 0, commit_offset: int = -1,
-                       timeout_s: float | None = None) -> tuple[PullResult, bytes]:
+                       expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0,
+                       commit_offset: int = -1, timeout_s: float | None = None) -> tuple[PullResult, bytes]:
         """PULL_MESSAGE with the found records left as the broker sent them (store format, back to back)."""
         flags = (PULL_FLAG_SUSPEND if suspend_ms else 0) | (PULL_FLAG_COMMIT_OFFSET if commit_offset >= 0 else 0)
         header = {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
                   "maxMsgNums": max_nums, "sysFlag": flags | PULL_FLAG_SUBSCRIPTION,
                   "commitOffset": max(commit_offset, 0), "suspendTimeoutMillis": suspend_ms,
-                  "subscription": expression, "subVersion": 0, "expressionType": "TAG"}
+                  "subscription": expression, "subVersion": 0, "expressionType": expression_type}
         wait = (timeout_s or self.timeout_s) + suspend_ms / 1000
         r = await self.invoke(addr, RequestCode.PULL_MESSAGE, header, timeout_s=wait, expect=tuple(_PULL_STATUS))
         f = r.ext_fields
         body = r.body if r.code == ResponseCode.SUCCESS else b""
         return PullResult(_PULL_STATUS[r.code], int(f.get("nextBeginOffset", offset)), int(f.get("minOffset", 0)),
                           int(f.get("maxOffset", 0)), [], int(f.get("suggestWhichBrokerId", 0) or 0)), body
+
+    async def check_client_config(self, addr: str, group: str, client_id: str, topic: str, expression: str,
+                                  expression_type: str) -> None:
+        """CHECK_CLIENT_CONFIG: raises MQClientError when the broker will not serve the subscription
+        (SQL92 without enablePropertyFilter, or an expression it cannot parse)."""
+        body = {"clientId": client_id, "group": group, "subscriptionData": {
+            "topic": topic, "subString": expression, "expressionType": expression_type, "tagsSet": [], "codeSet": [],
+            "subVersion": 0, "classFilterMode": False}}
+        await self.invoke(addr, RequestCode.CHECK_CLIENT_CONFIG, {}, json.dumps(body).encode())
 
     async def query_offset(self, addr: str, group: str, mq: MessageQueue) -> int:
         """The group's committed offset, or -1 when it has none."""

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 
-from rocketq.client.consumer import ConsumerBase, parse_expression
+from rocketq.client.consumer import ConsumerBase
 from rocketq.client.model import MessageQueue, MQClientError, PullStatus
 
 log = logging.getLogger("rocketq.client")
@@ -123,7 +123,7 @@ class LitePullConsumer(ConsumerBase):
         return out
 
     async def _pull_loop(self, mq: MessageQueue, expression: str, generation: int) -> None:
-        tags = parse_expression(expression)
+        tags = self.tags_of(mq.topic, expression)
         offset = self._seek_to.pop(mq, None)
         while True:
             offset, result, msgs = await self.pull_once(mq, offset, expression, tags, PULL_SUSPEND_MS)

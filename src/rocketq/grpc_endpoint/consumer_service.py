@@ -14,6 +14,8 @@ import logging
 import time
 
 from rocketq.common.validation import topic_error
+from rocketq.filter import Subscription
+from rocketq.grpc_endpoint.filtering import grpc_filter
 from rocketq.grpc_endpoint.pop_state import Handle
 from rocketq.grpc_endpoint.popping import Popper, pop_retry_topic
 from rocketq.grpc_endpoint.protocol import Code, V2Error, duration_ms, ms_timestamp, spb, status
@@ -51,14 +53,11 @@ class ConsumerService:
                                                        f"{least}..{s.max_invisible_ms} ms")
         return value_ms
 
-    @staticmethod
-    def tags(expression) -> set[str] | None:
-        if expression.type == 2:                    # FilterType.SQL
-            raise V2Error(Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filter expressions are not supported by rocketq")
-        text = expression.expression.strip()
-        if not text or text == "*":
-            return None
-        return {t.strip() for t in text.split("||") if t.strip()}
+    def filter_of(self, expression) -> Subscription | None:
+        """The request's FilterExpression as a subscription (None: everything); a bad SQL92
+        selector is ILLEGAL_FILTER_EXPRESSION naming the position, SQL92 on a broker without
+        ``enablePropertyFilter`` NOT_IMPLEMENTED."""
+        return grpc_filter(self._broker, expression)
 
     # -- ReceiveMessage --------------------------------------------------------------------------
 
@@ -68,7 +67,7 @@ class ConsumerService:
         except V2Error as exc:
             yield spb.ReceiveMessageResponse(status=exc.to_status())
             return
-        group, topic, queue_ids, batch, invisible, tags, wait_s, renew_for = plan
+        group, topic, queue_ids, batch, invisible, sub, wait_s, renew_for = plan
         loop = asyncio.get_running_loop()
         give_up = loop.time() + wait_s
         watched = [topic, pop_retry_topic(group, topic)]
@@ -78,7 +77,7 @@ class ConsumerService:
             try:
                 async with self._popper.lock:
                     messages = await self._popper.pop(group, topic, queue_ids, batch=batch, invisible_ms=invisible,
-                                                      tags=tags, namespace=req.group.resource_namespace,
+                                                      sub=sub, namespace=req.group.resource_namespace,
                                                       renew_for=renew_for)
                     more = self._popper.cut_short       # a backlog not yet read through (other tags)
                 left = give_up - loop.time()
@@ -121,12 +120,12 @@ class ConsumerService:
             invisible = self._settings.default_invisible_ms
         else:
             raise V2Error(Code.ILLEGAL_INVISIBLE_TIME, "a receive without auto-renew needs an invisible duration")
-        tags = self.tags(req.filter_expression) if req.HasField("filter_expression") else None
+        sub = self.filter_of(req.filter_expression) if req.HasField("filter_expression") else None
         wait_s = long_polling_s(req, context, self._settings)
         renew_for = None
         if req.auto_renew and not req.HasField("invisible_duration"):
             renew_for = metadata(context).get("x-mq-client-id") or None
-        return group, topic, queue_ids, batch, invisible, tags, wait_s, renew_for
+        return group, topic, queue_ids, batch, invisible, sub, wait_s, renew_for
 
     # -- acks ------------------------------------------------------------------------------------
 

@@ -20,8 +20,8 @@ visible, while their client is alive (see :meth:`Sessions.alive`) and within the
 Once the client is gone they come back within ``clear_invisible_ms`` (the proxy's
 ``invisibleTimeMillisWhenClear``, 1 s) instead of after the rest of their invisible time.
 
-A tag filter is applied by the store at the consume-queue level; a pop round reads each queue on
-past other tags until the batch is full, within a budget of consume-queue units per round
+A tag filter is applied by the store at the consume-queue level, an SQL92 filter on each message's
+properties as it is read; a pop round reads each queue on past what the filter drops until the batch is full, within a budget of consume-queue units per round
 (:data:`MAX_SCAN_UNITS_PER_ROUND`); a receive whose round ran out of budget starts another one at
 once (others take the lock in between) until its long-polling time is over.
 
@@ -37,8 +37,8 @@ import logging
 import random
 
 from rocketq.broker.topic_config import TopicConfigError
-from rocketq.common.javahash import tag_hash
 from rocketq.common.sysflag import PROPERTY_UNIQ_KEY
+from rocketq.filter import Subscription
 from rocketq.grpc_endpoint.convert import PROPERTY_RETRY_TOPIC, stored_to_v2
 from rocketq.grpc_endpoint.pop_state import Handle, InFlight, PopState, QueueKey
 from rocketq.grpc_endpoint.protocol import Code, V2Error, pb
@@ -58,6 +58,13 @@ MAX_SCAN_UNITS_PER_ROUND = 50_000   # units one pop round passes over (all queue
 FILTER_READ_MAX_UNITS = 4_096      # units one store read looks at under a tag filter (~80 KB of consume queue)
 FILTER_READ_GROWTH = 4             # each read under a filter looks at this many times more units than the last
 _READ_ON = (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)   # what is read past
+
+
+def _passes(sub: Subscription, m) -> bool:
+    try:
+        return sub.matches(m.properties)
+    except (UnicodeDecodeError, ValueError):       # properties that are not text pass no filter
+        return False
 
 
 def pop_retry_topic(group: str, topic: str) -> str:
@@ -122,7 +129,7 @@ class Popper:
         return bool(cfg and cfg.consume_message_orderly)
 
     async def pop(self, group: str, topic: str, queue_ids: list[int], *, batch: int, invisible_ms: int,
-                  tags: set[str] | None, namespace: str, renew_for: str | None = None) -> list[pb.Message]:
+                  sub: Subscription | None, namespace: str, renew_for: str | None = None) -> list[pb.Message]:
         """Up to *batch* messages, retry topic first; the caller holds :attr:`lock`."""
         out: list[pb.Message] = []
         retry = pop_retry_topic(group, topic)
@@ -139,7 +146,7 @@ class Popper:
             for key, is_retry in sources:
                 if len(out) >= batch:
                     break
-                out += await self._pop_queue(key, is_retry, topic, batch - len(out), invisible_ms, tags, namespace,
+                out += await self._pop_queue(key, is_retry, topic, batch - len(out), invisible_ms, sub, namespace,
                                              fifo)
         finally:
             self._renew_for = None
@@ -153,7 +160,7 @@ class Popper:
         return 0 if store.min_offset(key.topic, key.queue_id) <= 0 else store.max_offset(key.topic, key.queue_id)
 
     async def _pop_queue(self, key: QueueKey, is_retry: bool, topic: str, want: int, invisible_ms: int,
-                         tags: set[str] | None, namespace: str, fifo: bool) -> list[pb.Message]:
+                         sub: Subscription | None, namespace: str, fifo: bool) -> list[pb.Message]:
         q = self.state.queue(key, lambda: self._initial_offset(key))
         out = []
         if fifo and q.inflight:
@@ -174,18 +181,20 @@ class Popper:
             if q.inflight:
                 return out
         with self.state.batched():                      # one write to the pop log for the round
-            out += self._scan(key, q, is_retry, topic, want - len(out), invisible_ms, tags, namespace)
+            out += self._scan(key, q, is_retry, topic, want - len(out), invisible_ms, sub, namespace)
         self._commit(key)
         return out
 
     def _scan(self, key: QueueKey, q, is_retry: bool, topic: str, want: int, invisible_ms: int,
-              tags: set[str] | None, namespace: str) -> list[pb.Message]:
+              sub: Subscription | None, namespace: str) -> list[pb.Message]:
         """Read *key*'s queue on from its pop offset until *want* messages matched, the queue ends,
         or the round's scan budget is spent (then :attr:`cut_short` is set).  Under a tag filter
         the store skips other tags at the consume-queue level; each read looks at more units
         than the last (dense matches stay cheap, a backlog of other tags is crossed in few
-        reads).  The pop offset advances past everything looked at, taken or filtered out."""
-        codes = {tag_hash(t) for t in tags} if tags is not None else None
+        reads).  An SQL92 filter is evaluated on each message read.  The pop offset advances past
+        everything looked at, taken or filtered out."""
+        filtering = sub is not None and not sub.is_all
+        codes = sub.codes if filtering else None
         out: list[pb.Message] = []
         count = want
         while len(out) < want:
@@ -203,15 +212,15 @@ class Popper:
             self._scan_left -= res.next_begin_offset - start
             next_offset = res.next_begin_offset
             for m in res.messages:
-                if tags is not None and m.tags not in tags:
-                    continue                                  # a tags-code collision
+                if filtering and not _passes(sub, m):
+                    continue                                  # a tags-code collision, or the selector says no
                 if len(out) == want:
                     next_offset = m.queue_offset              # the rest of this read waits for the next pop
                     break
                 e = self.state.pop(key, m.queue_offset, invisible_ms=invisible_ms, attempt=m.reconsume_times + 1)
                 out.append(self._v2(key, is_retry, topic, m, e, invisible_ms, namespace))
             self.state.advance(key, next_offset)
-            count = min(count * FILTER_READ_GROWTH, FILTER_READ_MAX_UNITS) if codes is not None else want - len(out)
+            count = min(count * FILTER_READ_GROWTH, FILTER_READ_MAX_UNITS) if filtering else want - len(out)
         return out
 
     def _v2(self, key, is_retry, topic, m, e: InFlight, invisible_ms, namespace) -> pb.Message:

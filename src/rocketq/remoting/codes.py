@@ -71,6 +71,8 @@ class RequestCode(IntEnum):
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     CHANGE_MESSAGE_INVISIBLETIME = 200053
+    # issue 19's features (filters, attributes, pop over remoting, request-reply, operator commands)
+    CHECK_CLIENT_CONFIG = 46
 
 
 class ResponseCode(IntEnum):

@@ -77,6 +77,8 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "tls.enable": ("tls_enable", None), "tls.client.trustCertPath": ("tls_trust_cert_path", None),
     "tls.client.certPath": ("tls_client_cert_path", None), "tls.client.keyPath": ("tls_client_key_path", None),
     "timerWheelEnable": ("timer_wheel_enable", None), "timerMaxDelaySec": ("timer_max_delay_sec", None),
+    "enablePropertyFilter": ("enable_property_filter", None),
+    "maxFilterMessageSize": ("max_filter_message_size", None),
 }
 # TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
 _TLS_KEYS = {"tlsMode": "mode", "tls.server.mode": "mode", "tls.server.certPath": "cert_path",
@@ -92,7 +94,7 @@ IGNORED_ROCKETMQ_KEYS = frozenset({
     "storePathCommitLog", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile",
     "fetchNamesrvAddrByAddressServer", "osPageCacheBusyTimeOutMills", "flushConsumerOffsetInterval",
     "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInMemory", "longPollingEnable",
-    "enablePropertyFilter", "isEnableBatchPush", "clusterTopicEnable", "brokerTopicEnable",
+    "isEnableBatchPush", "clusterTopicEnable", "brokerTopicEnable",
     "duplicationEnable", "mappedFileSizeTimerLog", "timerPrecisionMs",
 })
 
