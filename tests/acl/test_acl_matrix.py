@@ -47,7 +47,7 @@ ALLOWED = {
     R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: {A}, R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: {A},
     R.DELETE_SUBSCRIPTIONGROUP: {A},
     # issue 19's codes
-    R.CHECK_CLIENT_CONFIG: {A, S},
+    R.CHECK_CLIENT_CONFIG: {A, S}, R.GET_TOPIC_CONFIG: {A, P, S},
     UNSERVED: {A},
 }
 # names that keep one request from spoiling the next (the admin's delete must not take Orders away)

@@ -122,6 +122,7 @@ TEMPLATES = {
         "clientId": "client-1", "group": n["group"], "subscriptionData": {
             "topic": n["topic"], "subString": "a > 1", "expressionType": "SQL92"}}).encode()),
         [("group", "group", False), ("topic", "topic", False)]),
+    R.GET_TOPIC_CONFIG: (_topic_only(R.GET_TOPIC_CONFIG), [("topic", "topic", False)]),
 }
 
 

@@ -17,7 +17,7 @@ OFFSET
 QUERY_MESSAGE                          topic: SUB
 GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_  topic: PUB or SUB (RocketMQ 5.3: GET on the topic)
 TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
-GET_TOPIC_STATS_INFO
+GET_TOPIC_STATS_INFO, GET_TOPIC_CONFIG
 VIEW_MESSAGE_BY_ID                     nothing named; SUB on the topic of the message found
 CONSUMER_SEND_MSG_BACK                 group: SUB; originTopic: named only; SUB on the topic of
                                        the message found
@@ -192,6 +192,7 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _topic(ANY),
     RequestCode.GET_EARLIEST_MSG_STORETIME: _topic(ANY),
     RequestCode.GET_TOPIC_STATS_INFO: _topic(ANY),
+    RequestCode.GET_TOPIC_CONFIG: _topic(ANY),
     RequestCode.VIEW_MESSAGE_BY_ID: lambda cmd: Needs(False),
     RequestCode.CONSUMER_SEND_MSG_BACK: _send_back,
     RequestCode.END_TRANSACTION: lambda cmd: Needs(False, _optional("group", _field(cmd, "producerGroup"), None)),

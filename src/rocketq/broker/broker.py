@@ -43,6 +43,7 @@ from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
 from rocketq.broker.timer import Timer
 from rocketq.broker.timer_messages import DEFAULT_MAX_DELAY_SEC, TimerPolicy
+from rocketq.broker.topic_attributes import NORMAL, message_type_of, type_refusal
 from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction
@@ -104,6 +105,7 @@ class BrokerSettings:
     timer_bucket_ms: int = 10_000             # width of one timer bucket file (rocketq's own)
     enable_property_filter: bool = False      # enablePropertyFilter: SQL92 subscriptions (off, as in RocketMQ)
     max_filter_message_size: int = 16_000     # maxFilterMessageSize: consume-queue bytes one filtered read scans
+    enable_mixed_message_type: bool = False   # enableMixedMessageType: topics may be +message.type=MIXED
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -406,6 +408,10 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
+        if tc.attributes:                        # a declared message.type is enforced, as on gRPC
+            why = type_refusal(tc.topic_name, tc.attributes, message_type_of(cmd.get_str("properties", "")))
+            if why is not None:
+                return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)
         qid = self._queue_id(cmd, tc)
         msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=qid)
         routed = route_single(msg, self.timer_policy, broker_name=self.settings.broker_name, clock_ms=_now_ms)
@@ -436,6 +442,9 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
+        why = type_refusal(tc.topic_name, tc.attributes, NORMAL) if tc.attributes else None
+        if why is not None:                      # a batch holds normal messages (no delay, no transaction)
+            return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)
         qid = self._queue_id(cmd, tc)
         header = dict(topic=tc.topic_name, queue_id=qid, sys_flag=cmd.get_int("sysFlag", 0),
                       born_timestamp=cmd.get_int("bornTimestamp", 0), born_host=_host_of(conn),

@@ -105,13 +105,30 @@ class Admin:
         return route
 
     async def create_topic(self, topic: str, *, queues: int = 8, cluster: str | None = None,
-                           broker_addr: str | None = None, order: bool = False) -> list[str]:
-        """Create (or update) *topic* on one broker or every master of the cluster; returns the addresses."""
+                           broker_addr: str | None = None, order: bool = False,
+                           attributes: str | None = None) -> list[str]:
+        """Create (or update) *topic* on one broker or every master of the cluster; returns the addresses.
+        *attributes* changes the topic's attributes (``+message.type=FIFO,-key``); the others stay."""
         addrs = [broker_addr] if broker_addr else await self._masters(cluster)
         for addr in addrs:
-            await self.api.create_topic(addr, topic, read_queues=queues, write_queues=queues, order=order)
+            await self.api.create_topic(addr, topic, read_queues=queues, write_queues=queues, order=order,
+                                        attributes=attributes)
         self.instance.forget_route(topic)
         return addrs
+
+    async def topic_configs(self, topic: str, *, cluster: str | None = None) -> dict[str, dict]:
+        """Each master's TopicConfig of *topic* (GET_TOPIC_CONFIG), by broker address; masters without it
+        are left out."""
+        out = {}
+        for addr in await self._masters(cluster):
+            try:
+                out[addr] = await self.api.topic_config(addr, topic)
+            except MQClientError as exc:
+                if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                    raise
+        if not out:
+            raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} is on no broker")
+        return out
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         """Delete *topic* on the masters and the NameServers; TOPIC_NOT_EXIST when neither the

@@ -277,10 +277,19 @@ class MQClientAPI:
         return StoredMessage(r.body)
 
     async def create_topic(self, addr: str, topic: str, *, read_queues: int = 8, write_queues: int = 8,
-                           perm: int = 6, order: bool = False) -> None:
-        await self.invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": read_queues, "writeQueueNums": write_queues,
-            "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order})
+                           perm: int = 6, order: bool = False, attributes: str | None = None) -> None:
+        """UPDATE_AND_CREATE_TOPIC; *attributes* as mqadmin's ``-a``: ``+message.type=FIFO,-key``."""
+        header = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": read_queues,
+                  "writeQueueNums": write_queues, "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
+                  "order": order}
+        if attributes:
+            header["attributes"] = attributes
+        await self.invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+
+    async def topic_config(self, addr: str, topic: str) -> dict:
+        """GET_TOPIC_CONFIG: the broker's TopicConfig of *topic* (MQClientError TOPIC_NOT_EXIST if none)."""
+        r = await self.invoke(addr, RequestCode.GET_TOPIC_CONFIG, {"topic": topic})
+        return fastjson.loads(r.body)
 
     async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
         await self.invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})

@@ -73,6 +73,7 @@ class RequestCode(IntEnum):
     CHANGE_MESSAGE_INVISIBLETIME = 200053
     # issue 19's features (filters, attributes, pop over remoting, request-reply, operator commands)
     CHECK_CLIENT_CONFIG = 46
+    GET_TOPIC_CONFIG = 351
 
 
 class ResponseCode(IntEnum):

@@ -79,6 +79,7 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "timerWheelEnable": ("timer_wheel_enable", None), "timerMaxDelaySec": ("timer_max_delay_sec", None),
     "enablePropertyFilter": ("enable_property_filter", None),
     "maxFilterMessageSize": ("max_filter_message_size", None),
+    "enableMixedMessageType": ("enable_mixed_message_type", None),
 }
 # TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
 _TLS_KEYS = {"tlsMode": "mode", "tls.server.mode": "mode", "tls.server.certPath": "cert_path",
