@@ -32,6 +32,7 @@ from rocketq.broker.consumer_offsets import ConsumerOffsetManager
 from rocketq.broker.credentials import acl_file_of, broker_credentials, parse_credentials
 from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.locks import QueueLocks
+from rocketq.broker.pop import PopService
 from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
@@ -222,6 +223,13 @@ class Broker:
         self.long_polling = LongPollingService(loop)
         self.store.arrival_listeners.append(self.long_polling.notify_threadsafe)
         self.store.dispatcher.drive_from(loop)   # dispatch on the loop: no GIL hand-offs
+        try:                                      # pop consumption, for gRPC receives and remoting POP_MESSAGE
+            self.pop = PopService(self).start()
+        except BaseException:                     # a corrupt pop log: say where, leave nothing running
+            await self.timer.close()
+            await self.server.close()
+            await asyncio.to_thread(self.store.shutdown)
+            raise
         st = self.settings
         self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats,
                                  slave_read=(st.slave_read_enable,
@@ -296,6 +304,8 @@ class Broker:
         if self.server is not None:
             await self.server.close()
         self.long_polling.wake_all()
+        if getattr(self, "pop", None) is not None:
+            await self.pop.close()
         try:                         # a full disk must not keep the store from shutting down cleanly
             if self.timer is not None:
                 await self.timer.close()
