@@ -123,6 +123,22 @@ TEMPLATES = {
             "topic": n["topic"], "subString": "a > 1", "expressionType": "SQL92"}}).encode()),
         [("group", "group", False), ("topic", "topic", False)]),
     R.GET_TOPIC_CONFIG: (_topic_only(R.GET_TOPIC_CONFIG), [("topic", "topic", False)]),
+    R.POP_MESSAGE: (_topic_and_group(R.POP_MESSAGE, maxMsgNums=1, invisibleTime=10_000, pollTime=0, bornTime=0,
+                                     initMode=0), [("topic", "topic", False), ("group", "group", False)]),
+    R.ACK_MESSAGE: (_topic_and_group(R.ACK_MESSAGE, offset=0, extraInfo="0 1 10000 0 0 broker-a 0 0"),
+                    [("topic", "topic", False), ("group", "group", False)]),
+    R.CHANGE_MESSAGE_INVISIBLETIME: (_topic_and_group(R.CHANGE_MESSAGE_INVISIBLETIME, offset=0, invisibleTime=1000,
+                                                      extraInfo="0 1 10000 0 0 broker-a 0 0"),
+                                     [("topic", "topic", False), ("group", "group", False)]),
+    R.BATCH_ACK_MESSAGE: (lambda n, o: _header(R.BATCH_ACK_MESSAGE, {}, json.dumps({"brokerName": "broker-a", "acks": [
+        {"c": n["group"], "t": n["topic"], "r": "0", "so": 0, "q": 0, "rq": 0, "pt": 1, "it": 10_000, "b": "AQ=="}]}
+    ).encode()), [("group", "group", False), ("topic", "topic", False)]),
+    R.QUERY_ASSIGNMENT: (lambda n, o: _header(R.QUERY_ASSIGNMENT, {}, json.dumps({
+        "topic": n["topic"], "consumerGroup": n["group"], "clientId": "client-1", "strategyName": "AVG",
+        "messageModel": "CLUSTERING"}).encode()), [("topic", "topic", False), ("group", "group", False)]),
+    R.RECALL_MESSAGE: (lambda n, o: _header(R.RECALL_MESSAGE, {"producerGroup": n["producer"], "topic": n["topic"],
+                                                               "recallHandle": "djE"}),
+                       [("topic", "topic", False), ("producer", "group", True)]),
 }
 
 

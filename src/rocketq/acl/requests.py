@@ -31,6 +31,11 @@ GET_CONSUMER_CONNECTION_LIST
 GET_CONSUME_STATS                      consumerGroup: SUB, topic (when given): PUB or SUB
 LOCK_BATCH_MQ / UNLOCK_BATCH_MQ        consumerGroup: SUB, each queue's topic: SUB
 CHECK_CLIENT_CONFIG                    group: SUB, subscriptionData.topic: SUB
+POP_MESSAGE, ACK_MESSAGE,              topic: SUB (the topic of a pop retry topic
+CHANGE_MESSAGE_INVISIBLETIME           ``%RETRY%group_topic``), consumerGroup: SUB
+BATCH_ACK_MESSAGE                      each ack's group (``c``) and topic (``t``): SUB
+QUERY_ASSIGNMENT                       consumerGroup: SUB, topic: SUB
+RECALL_MESSAGE                         topic: PUB; producerGroup: named only
 UPDATE_AND_CREATE_TOPIC,               admin; topic named
 DELETE_TOPIC_IN_BROKER
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,   admin; groupName named
@@ -171,6 +176,33 @@ def _check_client(cmd: RemotingCommand) -> Needs:
     return Needs(False, (Named("group", _text(data.get("group")), SUB), Named("topic", topic, SUB)))
 
 
+def _popped_topic(group: str, topic: str) -> str:
+    """The topic a pop ack names: a pop retry topic ``%RETRY%<group>_<topic>`` is its topic's."""
+    prefix = f"%RETRY%{group}_"
+    return topic[len(prefix):] if topic.startswith(prefix) and len(topic) > len(prefix) else topic
+
+
+def _pop(cmd: RemotingCommand) -> Needs:
+    group = _field(cmd, "consumerGroup")
+    return Needs(False, (Named("topic", _popped_topic(group, _field(cmd, "topic")), SUB), Named("group", group, SUB)))
+
+
+def _batch_ack(cmd: RemotingCommand) -> Needs:
+    acks = _body(cmd, "BatchAckMessageRequestBody").get("acks")
+    named: list[Named] = []
+    for a in acks if isinstance(acks, list) else ():
+        a = a if isinstance(a, dict) else {}
+        group = _text(a.get("c", a.get("consumerGroup")))
+        named += [Named("group", group, SUB), Named("topic", _text(a.get("t", a.get("topic"))), SUB)]
+    return Needs(False, tuple(named))
+
+
+def _assignment(cmd: RemotingCommand) -> Needs:
+    data = _body(cmd, "QueryAssignmentRequestBody")
+    return Needs(False, (Named("topic", _text(data.get("topic")), SUB), Named("group", _text(data.get("consumerGroup")),
+                                                                               SUB)))
+
+
 def _admin_topic(cmd: RemotingCommand) -> Needs:
     return Needs(True, (Named("topic", _field(cmd, "topic"), None),))
 
@@ -204,6 +236,13 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.LOCK_BATCH_MQ: _queue_locks,
     RequestCode.UNLOCK_BATCH_MQ: _queue_locks,
     RequestCode.CHECK_CLIENT_CONFIG: _check_client,
+    RequestCode.POP_MESSAGE: _pop,
+    RequestCode.ACK_MESSAGE: _pop,
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: _pop,
+    RequestCode.BATCH_ACK_MESSAGE: _batch_ack,
+    RequestCode.QUERY_ASSIGNMENT: _assignment,
+    RequestCode.RECALL_MESSAGE: lambda cmd: Needs(False, (Named("topic", _field(cmd, "topic"), PUB),
+                                                          *_optional("group", _field(cmd, "producerGroup"), None))),
     RequestCode.UPDATE_AND_CREATE_TOPIC: _admin_topic,
     RequestCode.DELETE_TOPIC_IN_BROKER: _admin_topic,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _admin_group_body,

@@ -25,7 +25,7 @@ from pathlib import Path
 from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
-from rocketq.broker import admin, queries
+from rocketq.broker import admin, assignment, queries, recall
 from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
@@ -33,6 +33,7 @@ from rocketq.broker.credentials import acl_file_of, broker_credentials, parse_cr
 from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.locks import QueueLocks
 from rocketq.broker.pop import PopService
+from rocketq.broker.pop import remoting as pop_remoting
 from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
@@ -107,6 +108,8 @@ class BrokerSettings:
     enable_property_filter: bool = False      # enablePropertyFilter: SQL92 subscriptions (off, as in RocketMQ)
     max_filter_message_size: int = 16_000     # maxFilterMessageSize: consume-queue bytes one filtered read scans
     enable_mixed_message_type: bool = False   # enableMixedMessageType: topics may be +message.type=MIXED
+    default_message_request_mode: str = "PULL"  # defaultMessageRequestMode: QUERY_ASSIGNMENT's PULL | POP
+    default_pop_share_queue_num: int = -1     # defaultPopShareQueueNum: -1 every pop client reads every queue
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -124,6 +127,8 @@ class BrokerSettings:
         if self.default_topic_queue_nums < 1:
             raise ValueError("defaultTopicQueueNums must be at least 1")
         TimerPolicy(self.timer_wheel_enable, self.timer_max_delay_sec * 1000)        # raises if not positive
+        if self.default_message_request_mode not in ("PULL", "POP"):
+            raise ValueError(f"defaultMessageRequestMode {self.default_message_request_mode} is not PULL or POP")
         if self.max_filter_message_size < 20:
             raise ValueError(f"maxFilterMessageSize {self.max_filter_message_size} is below one consume-queue unit (20)")
         if self.timer_bucket_ms < 100:
@@ -168,7 +173,8 @@ class Broker:
             RequestCode.LOCK_BATCH_MQ: self._lock_batch, RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
             RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
-            **admin.handlers(self), **queries.handlers(self),
+            **admin.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
+            **recall.handlers(self, _host_of),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()

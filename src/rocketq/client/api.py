@@ -156,12 +156,20 @@ class MQClientAPI:
         f = r.ext_fields
         return SendResult(_SEND_STATUS[r.code], uniq, f.get("msgId", ""),
                           MessageQueue(mq.topic, mq.broker_name, int(f.get("queueId", mq.queue_id))),
-                          int(f.get("queueOffset", -1)), f.get("transactionId"))
+                          int(f.get("queueOffset", -1)), f.get("transactionId"), f.get("recallHandle") or None)
 
     async def send_oneway(self, addr: str, mq: MessageQueue, msg: Message, group: str) -> None:
         header = {"a": group, "b": mq.topic, "c": "TBW102", "d": 4, "e": mq.queue_id, "f": msg.sys_flag,
                   "g": int(time.time() * 1000), "h": msg.flag, "i": msg.properties_string(), "j": 0, "k": False}
         await self.oneway(addr, RequestCode.SEND_MESSAGE_V2, header, msg.body)
+
+    async def recall(self, addr: str, topic: str, recall_handle: str, producer_group: str = "") -> str:
+        """RECALL_MESSAGE: the recalled message's id (its UNIQ_KEY)."""
+        header = {"topic": topic, "recallHandle": recall_handle}
+        if producer_group:
+            header["producerGroup"] = producer_group
+        r = await self.invoke(addr, RequestCode.RECALL_MESSAGE, header)
+        return r.ext_fields.get("msgId", "")
 
     async def end_transaction(self, addr: str, header: dict) -> None:
         await self.oneway(addr, RequestCode.END_TRANSACTION, header)
@@ -201,6 +209,41 @@ class MQClientAPI:
             "topic": topic, "subString": expression, "expressionType": expression_type, "tagsSet": [], "codeSet": [],
             "subVersion": 0, "classFilterMode": False}}
         await self.invoke(addr, RequestCode.CHECK_CLIENT_CONFIG, {}, json.dumps(body).encode())
+
+    # -- pop (RocketMQ 5's broker-side consumption state) ------------------------------------------
+
+    async def pop(self, addr: str, group: str, topic: str, *, queue_id: int = -1, max_nums: int = 32,
+                  invisible_ms: int = 60_000, poll_ms: int = 0, expression: str = "*", expression_type: str = "TAG",
+                  order: bool = False) -> tuple[RemotingCommand, list[StoredMessage]]:
+        """POP_MESSAGE: the broker's answer (header fields in ``ext_fields``; SUCCESS, POLLING_TIMEOUT
+        or POLLING_FULL) and the records it holds."""
+        header = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "maxMsgNums": max_nums,
+                  "invisibleTime": invisible_ms, "pollTime": poll_ms, "bornTime": int(time.time() * 1000),
+                  "initMode": 0, "expType": expression_type, "exp": expression, "order": order}
+        r = await self.invoke(addr, RequestCode.POP_MESSAGE, header, timeout_s=self.timeout_s + poll_ms / 1000,
+                              expect=(ResponseCode.SUCCESS, ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL,
+                                      ResponseCode.PULL_NOT_FOUND))
+        return r, (split_records(r.body) if r.code == ResponseCode.SUCCESS and r.body else [])
+
+    async def ack(self, addr: str, group: str, topic: str, queue_id: int, offset: int, extra_info: str) -> bool:
+        """ACK_MESSAGE; False when the broker had no such copy in flight (NO_MESSAGE)."""
+        r = await self.invoke(addr, RequestCode.ACK_MESSAGE, {
+            "consumerGroup": group, "topic": topic, "queueId": queue_id, "offset": offset, "extraInfo": extra_info},
+            expect=(ResponseCode.SUCCESS, ResponseCode.NO_MESSAGE))
+        return r.code == ResponseCode.SUCCESS
+
+    async def batch_ack(self, addr: str, broker_name: str, acks: list[dict]) -> None:
+        """BATCH_ACK_MESSAGE of ``{"c", "t", "r", "so", "q", "rq", "pt", "it", "b"}`` entries."""
+        await self.invoke(addr, RequestCode.BATCH_ACK_MESSAGE, {},
+                          json.dumps({"brokerName": broker_name, "acks": acks}).encode())
+
+    async def change_invisible_time(self, addr: str, group: str, topic: str, queue_id: int, offset: int,
+                                    extra_info: str, invisible_ms: int) -> dict:
+        """CHANGE_MESSAGE_INVISIBLETIME: the new ``popTime``/``invisibleTime``/``reviveQid``."""
+        r = await self.invoke(addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, {
+            "consumerGroup": group, "topic": topic, "queueId": queue_id, "offset": offset, "extraInfo": extra_info,
+            "invisibleTime": invisible_ms})
+        return r.ext_fields
 
     async def query_offset(self, addr: str, group: str, mq: MessageQueue) -> int:
         """The group's committed offset, or -1 when it has none."""

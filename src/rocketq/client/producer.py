@@ -13,6 +13,7 @@ it on the first send (when ``autoCreateTopicEnable`` is on).
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import itertools
 import logging
@@ -160,6 +161,17 @@ class Producer:
         if not body:
             raise MQClientError(-1, "send_encoded_batch needs at least one message")
         return await self._send_with_retries(Message(topic, b""), None, queue, None, None, None, encoded=body)
+
+    async def recall(self, topic: str, recall_handle: str) -> str:
+        """Take back a message due later (sent with ``TIMER_DELIVER_MS`` / ``TIMER_DELAY_SEC`` /
+        ``TIMER_DELAY_MS``; its SendResult's ``recall_handle``) before it is delivered; returns its id.
+        The handle names the broker that holds it."""
+        try:
+            broker = base64.b64decode(recall_handle.encode(), altchars=b"-_", validate=True).decode().split(" ")[2]
+        except (ValueError, IndexError, UnicodeError):
+            raise MQClientError(-1, f"recall handle {recall_handle[:60]!r} is not a v1 recall handle") from None
+        addr = await self._broker_addr(MessageQueue(topic, broker, 0))
+        return await self.instance.api.recall(addr, topic, recall_handle, self.group)
 
     async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None) -> None:
         self._prepare(msg)

@@ -74,6 +74,9 @@ class RequestCode(IntEnum):
     # issue 19's features (filters, attributes, pop over remoting, request-reply, operator commands)
     CHECK_CLIENT_CONFIG = 46
     GET_TOPIC_CONFIG = 351
+    RECALL_MESSAGE = 370
+    QUERY_ASSIGNMENT = 400
+    BATCH_ACK_MESSAGE = 200151
 
 
 class ResponseCode(IntEnum):

@@ -80,6 +80,8 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "enablePropertyFilter": ("enable_property_filter", None),
     "maxFilterMessageSize": ("max_filter_message_size", None),
     "enableMixedMessageType": ("enable_mixed_message_type", None),
+    "defaultMessageRequestMode": ("default_message_request_mode", None),
+    "defaultPopShareQueueNum": ("default_pop_share_queue_num", None),
 }
 # TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
 _TLS_KEYS = {"tlsMode": "mode", "tls.server.mode": "mode", "tls.server.certPath": "cert_path",

@@ -145,6 +145,9 @@ class PopState:
 
     # -- queries -----------------------------------------------------------------------------
 
+    def now_ms(self) -> int:
+        return self._clock_ms()
+
     def queue(self, key: QueueKey, initial_offset: Callable[[], int]) -> QueueState:
         q = self.queues.get(key)
         if q is None:
