@@ -49,7 +49,7 @@ ALLOWED = {
     # issue 19's codes
     R.CHECK_CLIENT_CONFIG: {A, S}, R.GET_TOPIC_CONFIG: {A, P, S},
     R.POP_MESSAGE: {A, S}, R.ACK_MESSAGE: {A, S}, R.CHANGE_MESSAGE_INVISIBLETIME: {A, S}, R.BATCH_ACK_MESSAGE: {A, S},
-    R.QUERY_ASSIGNMENT: {A, S}, R.RECALL_MESSAGE: {A, P},
+    R.QUERY_ASSIGNMENT: {A, S}, R.RECALL_MESSAGE: {A, P}, R.SEND_REPLY_MESSAGE: {A, P}, R.SEND_REPLY_MESSAGE_V2: {A, P},
     UNSERVED: {A},
 }
 # names that keep one request from spoiling the next (the admin's delete must not take Orders away)

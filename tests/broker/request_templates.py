@@ -136,6 +136,10 @@ TEMPLATES = {
     R.QUERY_ASSIGNMENT: (lambda n, o: _header(R.QUERY_ASSIGNMENT, {}, json.dumps({
         "topic": n["topic"], "consumerGroup": n["group"], "clientId": "client-1", "strategyName": "AVG",
         "messageModel": "CLUSTERING"}).encode()), [("topic", "topic", False), ("group", "group", False)]),
+    R.SEND_REPLY_MESSAGE: (lambda n, o: _header(R.SEND_REPLY_MESSAGE, _send_v1(n, o).ext_fields, b"reply"),
+                           [("topic", "topic", False), ("producer", "group", True)]),
+    R.SEND_REPLY_MESSAGE_V2: (lambda n, o: _send_v2(n, o, R.SEND_REPLY_MESSAGE_V2, b"reply"),
+                              [("topic", "topic", False), ("producer", "group", True)]),
     R.RECALL_MESSAGE: (lambda n, o: _header(R.RECALL_MESSAGE, {"producerGroup": n["producer"], "topic": n["topic"],
                                                                "recallHandle": "djE"}),
                        [("topic", "topic", False), ("producer", "group", True)]),

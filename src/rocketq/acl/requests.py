@@ -11,7 +11,7 @@ without its line here is closed to ordinary accounts rather than open to them.
 request                                names (and what an ordinary account needs on them)
 =====================================  =======================================================
 SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE topic: PUB (a ``%RETRY%group`` topic: SUB on the group);
-                                       producerGroup: named only
+/ SEND_REPLY_MESSAGE(_V2)              producerGroup: named only
 PULL_MESSAGE, QUERY/UPDATE_CONSUMER_   topic: SUB, consumerGroup: SUB
 OFFSET
 QUERY_MESSAGE                          topic: SUB
@@ -64,6 +64,7 @@ from rocketq.remoting import RemotingCommand, RequestCode
 from rocketq.remoting.command import to_ext_str
 
 SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+REPLY_CODES = frozenset({RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2})
 
 
 class Named(NamedTuple):         # tuples, not dataclasses: this runs on every send and pull
@@ -215,6 +216,7 @@ _ADMIN = Needs(True)
 
 TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     **{code: _send for code in SEND_CODES},
+    **{code: _send for code in REPLY_CODES},
     RequestCode.PULL_MESSAGE: _topic_and_group,
     RequestCode.QUERY_CONSUMER_OFFSET: _topic_and_group,
     RequestCode.UPDATE_CONSUMER_OFFSET: _topic_and_group,

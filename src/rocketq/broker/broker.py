@@ -25,7 +25,7 @@ from pathlib import Path
 from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
-from rocketq.broker import admin, assignment, queries, recall
+from rocketq.broker import admin, assignment, queries, recall, reply
 from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
@@ -174,7 +174,7 @@ class Broker:
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
             RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
             **admin.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
-            **recall.handlers(self, _host_of),
+            **recall.handlers(self, _host_of), **reply.handlers(self, _host_of),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()
@@ -411,6 +411,8 @@ class Broker:
                                                    f"the topic[{topic}] sending is forbidden")
         return tc
 
+    topic_for_send = _topic_for_send
+
     @staticmethod
     def _queue_id(cmd: RemotingCommand, tc: TopicConfig) -> int:
         qid = cmd.get_int("queueId", -1)
@@ -430,6 +432,7 @@ class Broker:
                 return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)
         qid = self._queue_id(cmd, tc)
         msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=qid)
+        msg.properties[reply.PROPERTY_CLUSTER] = self.settings.cluster_name    # as RocketMQ: replies need it
         routed = route_single(msg, self.timer_policy, broker_name=self.settings.broker_name, clock_ms=_now_ms)
         if routed.refusal is not None:
             return RemotingCommand.create_response(cmd, *routed.refusal)

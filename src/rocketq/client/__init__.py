@@ -23,10 +23,11 @@ from rocketq.client.model import (
 from rocketq.client.admin import Admin
 from rocketq.client.pop_consumer import PopConsumer
 from rocketq.client.producer import Producer, TransactionProducer
+from rocketq.client.request_reply import RequestTimeout, create_reply_message
 from rocketq.client.pull_consumer import LitePullConsumer
 from rocketq.client.push_consumer import PushConsumer
 from rocketq.common.message import Message
 
 __all__ = ["Admin", "LitePullConsumer", "PopConsumer", "PushConsumer", "ConsumeFrom", "ConsumeResult", "Credentials", "Message", "MessageModel", "MessageQueue",
            "MQClientError", "Producer", "PullResult", "PullStatus", "SendResult", "SendStatus",
-           "TransactionProducer", "TransactionState"]
+           "TransactionProducer", "TransactionState", "RequestTimeout", "create_reply_message"]

@@ -149,7 +149,9 @@ class MQClientAPI:
                 raise MQClientError(-1, str(exc)) from None
             code = RequestCode.SEND_BATCH_MESSAGE
         else:
-            body, code = msg.body, RequestCode.SEND_MESSAGE_V2
+            body = msg.body
+            code = RequestCode.SEND_REPLY_MESSAGE_V2 if msg.properties.get("MSG_TYPE") == "reply" \
+                else RequestCode.SEND_MESSAGE_V2          # a reply (request_reply.create_reply_message)
         r = await self.invoke(addr, code, header, body, timeout_s=timeout_s, expect=tuple(_SEND_STATUS))
         uniq = ",".join(m.properties.get("UNIQ_KEY", "") for m in batch) if batch is not None \
             else msg.properties.get("UNIQ_KEY", "")

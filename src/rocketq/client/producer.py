@@ -27,6 +27,8 @@ from rocketq.common.msgid import decode_offset_msg_id
 from rocketq.common.sysflag import PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_KEY
 from rocketq.common.validation import topic_error
 from rocketq.client.ids import unique_key, unique_keys
+from rocketq.client.request_reply import (PROPERTY_CORRELATION_ID, PROPERTY_REPLY_TO_CLIENT, PROPERTY_TTL,
+                                          ReplyWaiter, RequestTimeout)
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
 from rocketq.store.record import StoredMessage
 
@@ -62,6 +64,7 @@ class Producer:
         self._rr = itertools.count()
         self._greeted: set[str] = set()
         self._started = False
+        self._replies: ReplyWaiter | None = None         # made by the first request()
 
     async def start(self) -> Producer:
         if not self._started:
@@ -161,6 +164,28 @@ class Producer:
         if not body:
             raise MQClientError(-1, "send_encoded_batch needs at least one message")
         return await self._send_with_retries(Message(topic, b""), None, queue, None, None, None, encoded=body)
+
+    async def request(self, msg: Message, timeout_s: float = 3.0) -> Message:
+        """Send *msg* and wait up to *timeout_s* for its reply (a responder's
+        :func:`~rocketq.client.request_reply.create_reply_message`, sent to the broker); raises
+        :class:`~rocketq.client.request_reply.RequestTimeout` when none comes in time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self._replies is None:
+            self._replies = ReplyWaiter(self.instance)
+        await asyncio.wait_for(self._replies.reach_reply_brokers(), timeout_s)
+        correlation = unique_key()
+        msg.properties = {**msg.properties, PROPERTY_CORRELATION_ID: correlation,
+                          PROPERTY_REPLY_TO_CLIENT: self.instance.client_id, PROPERTY_TTL: str(int(timeout_s * 1000))}
+        reply = self._replies.expect(correlation)
+        try:
+            await asyncio.wait_for(self.send(msg), max(0.001, deadline - loop.time()))
+            return await asyncio.wait_for(reply, max(0.001, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            raise RequestTimeout(-1, f"request to {msg.topic} timed out after {timeout_s:g} s waiting for its reply "
+                                     f"(correlation id {correlation})") from None
+        finally:
+            self._replies.forget(correlation)
 
     async def recall(self, topic: str, recall_handle: str) -> str:
         """Take back a message due later (sent with ``TIMER_DELIVER_MS`` / ``TIMER_DELAY_SEC`` /

@@ -73,6 +73,9 @@ class RequestCode(IntEnum):
     CHANGE_MESSAGE_INVISIBLETIME = 200053
     # issue 19's features (filters, attributes, pop over remoting, request-reply, operator commands)
     CHECK_CLIENT_CONFIG = 46
+    SEND_REPLY_MESSAGE = 324
+    SEND_REPLY_MESSAGE_V2 = 325
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326    # broker -> requesting producer
     GET_TOPIC_CONFIG = 351
     RECALL_MESSAGE = 370
     QUERY_ASSIGNMENT = 400
