@@ -50,6 +50,7 @@ ALLOWED = {
     R.CHECK_CLIENT_CONFIG: {A, S}, R.GET_TOPIC_CONFIG: {A, P, S},
     R.POP_MESSAGE: {A, S}, R.ACK_MESSAGE: {A, S}, R.CHANGE_MESSAGE_INVISIBLETIME: {A, S}, R.BATCH_ACK_MESSAGE: {A, S},
     R.QUERY_ASSIGNMENT: {A, S}, R.RECALL_MESSAGE: {A, P}, R.SEND_REPLY_MESSAGE: {A, P}, R.SEND_REPLY_MESSAGE_V2: {A, P},
+    R.INVOKE_BROKER_TO_RESET_OFFSET: {A}, R.GET_BROKER_CONFIG: {A}, R.UPDATE_BROKER_CONFIG: {A},
     UNSERVED: {A},
 }
 # names that keep one request from spoiling the next (the admin's delete must not take Orders away)

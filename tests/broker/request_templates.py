@@ -140,6 +140,11 @@ TEMPLATES = {
                            [("topic", "topic", False), ("producer", "group", True)]),
     R.SEND_REPLY_MESSAGE_V2: (lambda n, o: _send_v2(n, o, R.SEND_REPLY_MESSAGE_V2, b"reply"),
                               [("topic", "topic", False), ("producer", "group", True)]),
+    R.INVOKE_BROKER_TO_RESET_OFFSET: (lambda n, o: _header(R.INVOKE_BROKER_TO_RESET_OFFSET, {
+        "topic": n["topic"], "group": n["group"], "timestamp": -1, "isForce": True}),
+        [("topic", "topic", False), ("group", "group", False)]),
+    R.GET_BROKER_CONFIG: (lambda n, o: _header(R.GET_BROKER_CONFIG, {}), []),
+    R.UPDATE_BROKER_CONFIG: (lambda n, o: _header(R.UPDATE_BROKER_CONFIG, {}, b"enablePropertyFilter=false\n"), []),
     R.RECALL_MESSAGE: (lambda n, o: _header(R.RECALL_MESSAGE, {"producerGroup": n["producer"], "topic": n["topic"],
                                                                "recallHandle": "djE"}),
                        [("topic", "topic", False), ("producer", "group", True)]),

@@ -36,6 +36,8 @@ CHANGE_MESSAGE_INVISIBLETIME           ``%RETRY%group_topic``), consumerGroup: S
 BATCH_ACK_MESSAGE                      each ack's group (``c``) and topic (``t``): SUB
 QUERY_ASSIGNMENT                       consumerGroup: SUB, topic: SUB
 RECALL_MESSAGE                         topic: PUB; producerGroup: named only
+INVOKE_BROKER_TO_RESET_OFFSET          admin; topic and group named
+GET/UPDATE_BROKER_CONFIG               admin; nothing named
 UPDATE_AND_CREATE_TOPIC,               admin; topic named
 DELETE_TOPIC_IN_BROKER
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,   admin; groupName named
@@ -243,6 +245,10 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: _pop,
     RequestCode.BATCH_ACK_MESSAGE: _batch_ack,
     RequestCode.QUERY_ASSIGNMENT: _assignment,
+    RequestCode.GET_BROKER_CONFIG: lambda cmd: _ADMIN,
+    RequestCode.UPDATE_BROKER_CONFIG: lambda cmd: _ADMIN,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: lambda cmd: Needs(True, (Named("topic", _field(cmd, "topic"), None),
+                                                                        Named("group", _field(cmd, "group"), None))),
     RequestCode.RECALL_MESSAGE: lambda cmd: Needs(False, (Named("topic", _field(cmd, "topic"), PUB),
                                                           *_optional("group", _field(cmd, "producerGroup"), None))),
     RequestCode.UPDATE_AND_CREATE_TOPIC: _admin_topic,

@@ -25,7 +25,7 @@ from pathlib import Path
 from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
-from rocketq.broker import admin, assignment, queries, recall, reply
+from rocketq.broker import admin, assignment, offset_reset, queries, recall, reply, runtime_config
 from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
@@ -174,7 +174,8 @@ class Broker:
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
             RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
             **admin.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
-            **recall.handlers(self, _host_of), **reply.handlers(self, _host_of),
+            **recall.handlers(self, _host_of), **reply.handlers(self, _host_of), **offset_reset.handlers(self),
+            **runtime_config.handlers(self),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()

@@ -12,7 +12,9 @@ suggestWhichBrokerId: 0 (the master), or with ``slaveReadEnable`` on a master,
 last record pulled), so the slave serves the cold reads.  A slave never answers PULL_OFFSET_MOVED
 (it may only be behind its master): PULL_RETRY_IMMEDIATELY at the same offset instead.  With the SUSPEND flag (0x2) a pull that would answer PULL_NOT_FOUND waits
 (long polling) up to suspendTimeoutMillis for a message to arrive.  With COMMIT_OFFSET (0x1) the
-request's commitOffset is stored for the group first.
+request's commitOffset is stored for the group first.  A queue an operator reset for the group
+(:mod:`rocketq.broker.offset_reset`) answers its next pull PULL_OFFSET_MOVED to the reset offset
+(RocketMQ 5's OFFSET_RESET), unless the pull is there already.
 
 Filtering (:mod:`rocketq.filter`, :mod:`rocketq.broker.filtered_reads`): with the SUBSCRIPTION flag
 (0x4) the request's ``subscription`` / ``expressionType`` (TAG or SQL92) filter the read; a bad one
@@ -125,6 +127,11 @@ class PullHandler:
         sub = resolve_subscription(cmd, self._registered(group, topic), property_filter=self._property_filter)
         if not isinstance(sub, Subscription):
             return RemotingCommand.create_response(cmd, *sub)
+        reset = self._offsets.take_reset(group, topic, qid)
+        if reset is not None and reset != offset:       # an operator reset the group: go there (RocketMQ 5)
+            return RemotingCommand.create_response(cmd, ResponseCode.PULL_OFFSET_MOVED, "OFFSET_RESET", {
+                "nextBeginOffset": reset, "minOffset": self._store.min_offset(topic, qid),
+                "maxOffset": self._store.max_offset(topic, qid), "suggestWhichBrokerId": 0})
         if flags & FLAG_COMMIT_OFFSET:
             self._offsets.commit(group, topic, qid, cmd.get_int("commitOffset", -1))
         scan = filtered_reads.scan_units_for(max_nums, self._max_filter_bytes)

@@ -143,6 +143,28 @@ class Admin:
                 await self.api.delete_topic_in_namesrv(namesrv, topic)
         self.instance.forget_route(topic)
 
+    async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
+        """Move *group*'s offsets on *topic* on every master of the topic to the first message stored at
+        or after *timestamp_ms* (0: the start, negative: the end); running consumers follow at once."""
+        route = await self.route(topic)
+        out: dict[MessageQueue, int] = {}
+        for b in route.broker_datas:
+            if b.master:
+                out.update(await self.api.reset_offset(b.master, topic, group, timestamp_ms))
+        return out
+
+    async def broker_configs(self, broker_addr: str | None = None, cluster: str | None = None) -> dict[str, dict]:
+        """Each master's settings (or *broker_addr*'s), by address."""
+        addrs = [broker_addr] if broker_addr else await self._masters(cluster)
+        return {addr: await self.api.broker_config(addr) for addr in addrs}
+
+    async def update_broker_config(self, settings: dict[str, str], *, broker_addr: str | None = None,
+                                   cluster: str | None = None) -> dict[str, str]:
+        """Change settings on every master (or *broker_addr*); each broker's answer (what applied now,
+        what needs a restart), by address."""
+        addrs = [broker_addr] if broker_addr else await self._masters(cluster)
+        return {addr: await self.api.update_broker_config(addr, settings) for addr in addrs}
+
     async def _on_any(self, addrs: list[str], topic: str) -> bool:
         for addr in addrs:
             if topic in ((await self.api.all_topic_config(addr)).get("topicConfigTable") or {}):

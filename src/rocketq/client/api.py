@@ -336,6 +336,30 @@ class MQClientAPI:
         r = await self.invoke(addr, RequestCode.GET_TOPIC_CONFIG, {"topic": topic})
         return fastjson.loads(r.body)
 
+    async def reset_offset(self, addr: str, topic: str, group: str, timestamp_ms: int) -> dict[MessageQueue, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET: the group's offsets on *topic* to the first message stored at
+        or after *timestamp_ms* (negative: each queue's end); the new offset per queue."""
+        r = await self.invoke(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+            "topic": topic, "group": group, "timestamp": timestamp_ms, "isForce": True, "queueId": -1})
+        table = fastjson.loads(r.body or b"{}").get("offsetTable") or {}
+        return {MessageQueue(k["topic"], k["brokerName"], int(k["queueId"])): int(v) for k, v in table.items()}
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: every setting by its RocketMQ key, as text."""
+        r = await self.invoke(addr, RequestCode.GET_BROKER_CONFIG, {})
+        out = {}
+        for line in (r.body or b"").decode().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not key.startswith("#"):
+                out[key.strip()] = value.strip()
+        return out
+
+    async def update_broker_config(self, addr: str, settings: dict[str, str]) -> str:
+        """UPDATE_BROKER_CONFIG; the broker's remark says which keys applied now and which need a restart."""
+        body = "".join(f"{k}={v}\n" for k, v in settings.items()).encode()
+        r = await self.invoke(addr, RequestCode.UPDATE_BROKER_CONFIG, {}, body)
+        return r.remark or ""
+
     async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
         await self.invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
 

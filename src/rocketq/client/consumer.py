@@ -30,6 +30,7 @@ from rocketq.client.model import (
     PullStatus,
 )
 from rocketq.client.offset_store import LocalOffsetStore, RemoteOffsetStore
+from rocketq.common import fastjson
 from rocketq.common.aio import wait_event
 from rocketq.common.javahash import tag_hash
 from rocketq.common.sysflag import RETRY_GROUP_TOPIC_PREFIX
@@ -88,6 +89,7 @@ class ConsumerBase:
         self.instance = ClientInstance(namesrv, credentials=credentials, ssl_context=ssl_context, timeout_s=timeout_s)
         self.instance.heartbeat_data = self._heartbeat_data
         self.instance.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._on_ids_changed
+        self.instance.handlers[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._on_reset_offset
         self.subscriptions: dict[str, str] = {}
         self.expression_types: dict[str, str] = {}           # topic -> SQL92 for a selector (else a tag expression)
         if offset_store is not None:              # e.g. MemoryOffsetStore: a reader that commits nothing
@@ -185,6 +187,32 @@ class ConsumerBase:
     async def _on_ids_changed(self, cmd) -> None:
         self._rebalance_now.set()
         return None
+
+    async def _on_reset_offset(self, cmd) -> None:
+        """An operator reset the group's offsets (RESET_CONSUMER_CLIENT_OFFSET): the queues of ours
+        it names go on from their new offsets now, what was pulled of them before dropped."""
+        if cmd.get_str("group", "") != self.group:
+            return None
+        try:
+            table = fastjson.loads(cmd.body or b"{}").get("offsetTable") or {}
+            targets = {MessageQueue(k["topic"], k["brokerName"], int(k["queueId"])): int(v) for k, v in table.items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("offset reset from a broker that does not parse: %s", exc)
+            return None
+        async with self._rebalance_lock:
+            for mq, offset in targets.items():
+                if mq in self.assigned:
+                    log.info("offset of %s reset to %d by the broker", mq, offset)
+                    await self.reset_queue(mq, offset)
+        return None
+
+    async def reset_queue(self, mq: MessageQueue, offset: int) -> None:
+        """Go on with *mq* from *offset*: its puller and what it pulled are dropped, then it starts again."""
+        expression = self.assigned[mq]
+        await self._queue_removed(mq)
+        self.offsets.update(mq, offset)
+        self.assigned[mq] = expression
+        await self._queue_added(mq, expression)
 
     async def _rebalance_loop(self) -> None:
         while True:

@@ -91,6 +91,9 @@ class LitePullConsumer(ConsumerBase):
         self.offsets.update(mq, offset)
         await self._queue_added(mq, expression)
 
+    async def reset_queue(self, mq: MessageQueue, offset: int) -> None:
+        await self.seek(mq, offset)
+
     async def commit(self) -> None:
         await self.offsets.persist()
 

@@ -225,6 +225,18 @@ class PopState:
         if q.inflight.get(e.offset) is e:
             del q.inflight[e.offset]
 
+    def reset(self, key: QueueKey, next_offset: int) -> None:
+        """An operator moved the group's offset: pop from *next_offset* on, nothing in flight.  The
+        log is rewritten (a NEXT record only ever moves a queue forward on replay)."""
+        q = self.queues.get(key)
+        if q is None:
+            return
+        for offset in list(q.inflight):
+            self.renewing.pop((key, offset), None)
+        q.inflight.clear()
+        q.next_offset = next_offset
+        self.compact()
+
     def own(self, key: QueueKey, e: InFlight, client_id: str, since_ms: int) -> None:
         """From now on the server renews *e* for *client_id* (until :meth:`disown`, a nack or an ack)."""
         r = self.renewing[(key, e.offset)] = Renewal(client_id, since_ms, e.version)

@@ -222,6 +222,7 @@ class Popper:
 
     async def _pop_queue(self, key: QueueKey, is_retry: bool, want: int, invisible_ms: int,
                          sub: Subscription | None, fifo: bool) -> list[Popped]:
+        self._broker.offsets.take_reset(key.group, key.topic, key.queue_id)   # applied to the state already
         q = self.state.queue(key, lambda: self._initial_offset(key))
         out = []
         if fifo and q.inflight:
