@@ -117,6 +117,37 @@ TEMPLATES = {
                                  [("group", "group", False)]),
     R.GET_CONSUME_STATS: (_topic_and_group(R.GET_CONSUME_STATS), [("group", "group", False), ("topic", "topic", True)]),
     R.DELETE_TOPIC_IN_BROKER: (_topic_only(R.DELETE_TOPIC_IN_BROKER), [("topic", "topic", False)]),
+    # issue 19's codes
+    R.CHECK_CLIENT_CONFIG: (lambda n, o: _header(R.CHECK_CLIENT_CONFIG, {}, json.dumps({
+        "clientId": "client-1", "group": n["group"], "subscriptionData": {
+            "topic": n["topic"], "subString": "a > 1", "expressionType": "SQL92"}}).encode()),
+        [("group", "group", False), ("topic", "topic", False)]),
+    R.GET_TOPIC_CONFIG: (_topic_only(R.GET_TOPIC_CONFIG), [("topic", "topic", False)]),
+    R.POP_MESSAGE: (_topic_and_group(R.POP_MESSAGE, maxMsgNums=1, invisibleTime=10_000, pollTime=0, bornTime=0,
+                                     initMode=0), [("topic", "topic", False), ("group", "group", False)]),
+    R.ACK_MESSAGE: (_topic_and_group(R.ACK_MESSAGE, offset=0, extraInfo="0 1 10000 0 0 broker-a 0 0"),
+                    [("topic", "topic", False), ("group", "group", False)]),
+    R.CHANGE_MESSAGE_INVISIBLETIME: (_topic_and_group(R.CHANGE_MESSAGE_INVISIBLETIME, offset=0, invisibleTime=1000,
+                                                      extraInfo="0 1 10000 0 0 broker-a 0 0"),
+                                     [("topic", "topic", False), ("group", "group", False)]),
+    R.BATCH_ACK_MESSAGE: (lambda n, o: _header(R.BATCH_ACK_MESSAGE, {}, json.dumps({"brokerName": "broker-a", "acks": [
+        {"c": n["group"], "t": n["topic"], "r": "0", "so": 0, "q": 0, "rq": 0, "pt": 1, "it": 10_000, "b": "AQ=="}]}
+    ).encode()), [("group", "group", False), ("topic", "topic", False)]),
+    R.QUERY_ASSIGNMENT: (lambda n, o: _header(R.QUERY_ASSIGNMENT, {}, json.dumps({
+        "topic": n["topic"], "consumerGroup": n["group"], "clientId": "client-1", "strategyName": "AVG",
+        "messageModel": "CLUSTERING"}).encode()), [("topic", "topic", False), ("group", "group", False)]),
+    R.SEND_REPLY_MESSAGE: (lambda n, o: _header(R.SEND_REPLY_MESSAGE, _send_v1(n, o).ext_fields, b"reply"),
+                           [("topic", "topic", False), ("producer", "group", True)]),
+    R.SEND_REPLY_MESSAGE_V2: (lambda n, o: _send_v2(n, o, R.SEND_REPLY_MESSAGE_V2, b"reply"),
+                              [("topic", "topic", False), ("producer", "group", True)]),
+    R.INVOKE_BROKER_TO_RESET_OFFSET: (lambda n, o: _header(R.INVOKE_BROKER_TO_RESET_OFFSET, {
+        "topic": n["topic"], "group": n["group"], "timestamp": -1, "isForce": True}),
+        [("topic", "topic", False), ("group", "group", False)]),
+    R.GET_BROKER_CONFIG: (lambda n, o: _header(R.GET_BROKER_CONFIG, {}), []),
+    R.UPDATE_BROKER_CONFIG: (lambda n, o: _header(R.UPDATE_BROKER_CONFIG, {}, b"enablePropertyFilter=false\n"), []),
+    R.RECALL_MESSAGE: (lambda n, o: _header(R.RECALL_MESSAGE, {"producerGroup": n["producer"], "topic": n["topic"],
+                                                               "recallHandle": "djE"}),
+                       [("topic", "topic", False), ("producer", "group", True)]),
 }
 
 

@@ -324,3 +324,24 @@ def test_malformed_batch_bodies_are_refused_naming_the_record(tmp_path):
             assert r.code != ResponseCode.SUCCESS and why in (r.remark or ""), (why, r.code, r.remark)
         assert broker.store.max_offset("BadBatch", 0) == 0          # nothing of a refused batch was stored
     asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_a_half_message_unresolved_after_the_last_check_goes_to_trans_check_max_time_topic(tmp_path):
+    """RocketMQ moves it there (issue 19 item 7) rather than dropping it: an operator can still read it."""
+    async def scenario(broker, client):
+        req = send_v2("Pay", b"undecided", props="TRAN_MSG\x01true\x02PGROUP\x01PID_GONE\x02KEYS\x01order-9\x02")
+        req.ext_fields["f"] = "4"
+        assert (await client.invoke(req, timeout_s=5)).code == ResponseCode.SUCCESS
+        for _ in range(3):                   # max_checks rounds (no producer online to answer), then one more
+            await asyncio.to_thread(broker.store.wait_dispatched)
+            await broker.transaction_checker.check_once()
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        kept = broker.store.get_messages("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0, 10).messages
+        assert [m.body for m in kept] == [b"undecided"]
+        assert kept[0].properties["REAL_TOPIC"] == "Pay" and kept[0].properties["TRANSACTION_CHECK_TIMES"] == "2"
+        assert broker.topics.get("TRANS_CHECK_MAX_TIME_TOPIC").read_queue_nums == 1
+        assert await broker.transaction_checker.check_once() == 0         # resolved: not checked again
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        assert len(broker.store.get_messages("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0, 10).messages) == 1
+        assert [m for q in range(4) for m in broker.store.get_messages("Pay", q, 0, 10)] == []
+    asyncio.run(with_broker(tmp_path, scenario, transaction_timeout_s=0.0, transaction_check_max=2))

@@ -1,4 +1,4 @@
-"""The endpoint's own files: pop log and timer buckets (golden bytes, torn tails, replay), and the timer."""
+"""The pop log and timer buckets (golden bytes, torn tails, replay), and the timer."""
 
 import asyncio
 import time
@@ -9,8 +9,8 @@ from broker_helpers import store_config
 from rocketq.broker.timer import Timer, decode_entries, encode_entry
 from rocketq.broker.timer_messages import PROPERTY_TIMER_DELIVER_MS
 from rocketq.common.message import Message
-from rocketq.grpc_endpoint.pop_log import ACKED, NEXT, POPPED, RENEWING, PopLog, PopLogCorrupt, PopRecord, decode_all, encode
-from rocketq.grpc_endpoint.pop_state import Handle, PopState, QueueKey
+from rocketq.broker.pop.pop_log import ACKED, NEXT, POPPED, RENEWING, PopLog, PopLogCorrupt, PopRecord, decode_all, encode
+from rocketq.broker.pop.pop_state import Handle, PopState, QueueKey
 from rocketq.store import MessageStore
 
 GOLDEN_POPPED = bytes.fromhex(

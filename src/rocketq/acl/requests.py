@@ -11,13 +11,13 @@ without its line here is closed to ordinary accounts rather than open to them.
 request                                names (and what an ordinary account needs on them)
 =====================================  =======================================================
 SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE topic: PUB (a ``%RETRY%group`` topic: SUB on the group);
-                                       producerGroup: named only
+/ SEND_REPLY_MESSAGE(_V2)              producerGroup: named only
 PULL_MESSAGE, QUERY/UPDATE_CONSUMER_   topic: SUB, consumerGroup: SUB
 OFFSET
 QUERY_MESSAGE                          topic: SUB
 GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_  topic: PUB or SUB (RocketMQ 5.3: GET on the topic)
 TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
-GET_TOPIC_STATS_INFO
+GET_TOPIC_STATS_INFO, GET_TOPIC_CONFIG
 VIEW_MESSAGE_BY_ID                     nothing named; SUB on the topic of the message found
 CONSUMER_SEND_MSG_BACK                 group: SUB; originTopic: named only; SUB on the topic of
                                        the message found
@@ -30,6 +30,14 @@ GET_CONSUMER_LIST_BY_GROUP,            consumerGroup: SUB
 GET_CONSUMER_CONNECTION_LIST
 GET_CONSUME_STATS                      consumerGroup: SUB, topic (when given): PUB or SUB
 LOCK_BATCH_MQ / UNLOCK_BATCH_MQ        consumerGroup: SUB, each queue's topic: SUB
+CHECK_CLIENT_CONFIG                    group: SUB, subscriptionData.topic: SUB
+POP_MESSAGE, ACK_MESSAGE,              topic: SUB (the topic of a pop retry topic
+CHANGE_MESSAGE_INVISIBLETIME           ``%RETRY%group_topic``), consumerGroup: SUB
+BATCH_ACK_MESSAGE                      each ack's group (``c``) and topic (``t``): SUB
+QUERY_ASSIGNMENT                       consumerGroup: SUB, topic: SUB
+RECALL_MESSAGE                         topic: PUB; producerGroup: named only
+INVOKE_BROKER_TO_RESET_OFFSET          admin; topic and group named
+GET/UPDATE_BROKER_CONFIG               admin; nothing named
 UPDATE_AND_CREATE_TOPIC,               admin; topic named
 DELETE_TOPIC_IN_BROKER
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,   admin; groupName named
@@ -58,6 +66,7 @@ from rocketq.remoting import RemotingCommand, RequestCode
 from rocketq.remoting.command import to_ext_str
 
 SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+REPLY_CODES = frozenset({RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2})
 
 
 class Named(NamedTuple):         # tuples, not dataclasses: this runs on every send and pull
@@ -163,6 +172,40 @@ def _consume_stats(cmd: RemotingCommand) -> Needs:
                          *_optional("topic", _field(cmd, "topic"), ANY)))
 
 
+def _check_client(cmd: RemotingCommand) -> Needs:
+    data = _body(cmd, "CheckClientRequestBody")
+    sub = data.get("subscriptionData")
+    topic = _text(sub.get("topic")) if isinstance(sub, dict) else ""
+    return Needs(False, (Named("group", _text(data.get("group")), SUB), Named("topic", topic, SUB)))
+
+
+def _popped_topic(group: str, topic: str) -> str:
+    """The topic a pop ack names: a pop retry topic ``%RETRY%<group>_<topic>`` is its topic's."""
+    prefix = f"%RETRY%{group}_"
+    return topic[len(prefix):] if topic.startswith(prefix) and len(topic) > len(prefix) else topic
+
+
+def _pop(cmd: RemotingCommand) -> Needs:
+    group = _field(cmd, "consumerGroup")
+    return Needs(False, (Named("topic", _popped_topic(group, _field(cmd, "topic")), SUB), Named("group", group, SUB)))
+
+
+def _batch_ack(cmd: RemotingCommand) -> Needs:
+    acks = _body(cmd, "BatchAckMessageRequestBody").get("acks")
+    named: list[Named] = []
+    for a in acks if isinstance(acks, list) else ():
+        a = a if isinstance(a, dict) else {}
+        group = _text(a.get("c", a.get("consumerGroup")))
+        named += [Named("group", group, SUB), Named("topic", _text(a.get("t", a.get("topic"))), SUB)]
+    return Needs(False, tuple(named))
+
+
+def _assignment(cmd: RemotingCommand) -> Needs:
+    data = _body(cmd, "QueryAssignmentRequestBody")
+    return Needs(False, (Named("topic", _text(data.get("topic")), SUB), Named("group", _text(data.get("consumerGroup")),
+                                                                               SUB)))
+
+
 def _admin_topic(cmd: RemotingCommand) -> Needs:
     return Needs(True, (Named("topic", _field(cmd, "topic"), None),))
 
@@ -175,6 +218,7 @@ _ADMIN = Needs(True)
 
 TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     **{code: _send for code in SEND_CODES},
+    **{code: _send for code in REPLY_CODES},
     RequestCode.PULL_MESSAGE: _topic_and_group,
     RequestCode.QUERY_CONSUMER_OFFSET: _topic_and_group,
     RequestCode.UPDATE_CONSUMER_OFFSET: _topic_and_group,
@@ -184,6 +228,7 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _topic(ANY),
     RequestCode.GET_EARLIEST_MSG_STORETIME: _topic(ANY),
     RequestCode.GET_TOPIC_STATS_INFO: _topic(ANY),
+    RequestCode.GET_TOPIC_CONFIG: _topic(ANY),
     RequestCode.VIEW_MESSAGE_BY_ID: lambda cmd: Needs(False),
     RequestCode.CONSUMER_SEND_MSG_BACK: _send_back,
     RequestCode.END_TRANSACTION: lambda cmd: Needs(False, _optional("group", _field(cmd, "producerGroup"), None)),
@@ -194,6 +239,18 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.GET_CONSUME_STATS: _consume_stats,
     RequestCode.LOCK_BATCH_MQ: _queue_locks,
     RequestCode.UNLOCK_BATCH_MQ: _queue_locks,
+    RequestCode.CHECK_CLIENT_CONFIG: _check_client,
+    RequestCode.POP_MESSAGE: _pop,
+    RequestCode.ACK_MESSAGE: _pop,
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: _pop,
+    RequestCode.BATCH_ACK_MESSAGE: _batch_ack,
+    RequestCode.QUERY_ASSIGNMENT: _assignment,
+    RequestCode.GET_BROKER_CONFIG: lambda cmd: _ADMIN,
+    RequestCode.UPDATE_BROKER_CONFIG: lambda cmd: _ADMIN,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: lambda cmd: Needs(True, (Named("topic", _field(cmd, "topic"), None),
+                                                                        Named("group", _field(cmd, "group"), None))),
+    RequestCode.RECALL_MESSAGE: lambda cmd: Needs(False, (Named("topic", _field(cmd, "topic"), PUB),
+                                                          *_optional("group", _field(cmd, "producerGroup"), None))),
     RequestCode.UPDATE_AND_CREATE_TOPIC: _admin_topic,
     RequestCode.DELETE_TOPIC_IN_BROKER: _admin_topic,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _admin_group_body,

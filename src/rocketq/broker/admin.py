@@ -3,7 +3,8 @@
 =================================  ====  =====================================================
 request                            code  answer
 =================================  ====  =====================================================
-UPDATE_AND_CREATE_TOPIC              17  header: topic, read/writeQueueNums, perm, ...
+UPDATE_AND_CREATE_TOPIC              17  header: topic, read/writeQueueNums, perm, attributes, ...
+GET_TOPIC_CONFIG                    351  header: topic; body: the TopicConfig JSON (attributes incl.)
 DELETE_TOPIC_IN_BROKER              215  header: topic; drops its config, consume queues, offsets
 GET_ALL_TOPIC_CONFIG                 21  body: {"topicConfigTable": {...}, "dataVersion": {...}}
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200  body: SubscriptionGroupConfig JSON
@@ -17,6 +18,8 @@ GET_ALL_CONSUMER_OFFSET              43  body: {"offsetTable": {"topic@group": {
 GET_ALL_DELAY_OFFSET                 45  body: delayOffset.json, {"offsetTable": {level: offset}, ...}
 =================================  ====  =====================================================
 
+UPDATE_AND_CREATE_TOPIC's ``attributes`` (``+message.type=FIFO,-key``) are validated and merged into
+the topic's (:mod:`rocketq.broker.topic_attributes`); without the header a topic keeps its attributes.
 Creating or deleting a topic re-registers with the NameServers before answering, as RocketMQ's
 ``registerIncrementBrokerData`` does, so the route is there when the admin command returns.
 The stats bodies key their maps by MessageQueue objects, as fastjson writes them; Java's admin
@@ -29,6 +32,7 @@ import json
 
 from rocketq import __version__
 from rocketq.broker.subscription_groups import SubscriptionGroupConfig
+from rocketq.broker.topic_attributes import TopicAttributeError, alter, parse_modification
 from rocketq.broker.topic_config import TopicConfig, TopicConfigError
 from rocketq.common import fastjson
 from rocketq.common.fastjson import ObjectKey
@@ -40,7 +44,7 @@ def handlers(broker) -> dict:
     """Request code -> coroutine(conn, cmd) for every admin request, bound to *broker*."""
     table = {
         RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic, RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
-        RequestCode.GET_ALL_TOPIC_CONFIG: all_topic_config,
+        RequestCode.GET_ALL_TOPIC_CONFIG: all_topic_config, RequestCode.GET_TOPIC_CONFIG: topic_config,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: update_group,
         RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups, RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
         RequestCode.GET_TOPIC_STATS_INFO: topic_stats, RequestCode.GET_CONSUME_STATS: consume_stats,
@@ -76,14 +80,27 @@ def create_topic(broker, cmd):
     refused = _system_topic_refusal(broker, cmd)
     if refused is not None:
         return refused
+    topic = cmd.get_str("topic")
+    old = broker.topics.get(topic)
     try:
-        broker.topics.update(TopicConfig(cmd.get_str("topic"), cmd.get_int("readQueueNums", 8),
+        attributes = alter(old.attributes if old is not None else {}, parse_modification(cmd.get_str("attributes", "")),
+                           create=old is None, allow_mixed=broker.settings.enable_mixed_message_type)
+        broker.topics.update(TopicConfig(topic, cmd.get_int("readQueueNums", 8),
                                          cmd.get_int("writeQueueNums", 8), cmd.get_int("perm", 6),
                                          cmd.get_str("topicFilterType", "SINGLE_TAG"), cmd.get_int("topicSysFlag", 0),
-                                         cmd.get_bool("order", False)))
-    except TopicConfigError as exc:
-        return _error(cmd, ResponseCode.INVALID_PARAMETER, str(exc))
+                                         cmd.get_bool("order", False), attributes))
+    except (TopicConfigError, TopicAttributeError) as exc:
+        return _error(cmd, ResponseCode.INVALID_PARAMETER, f"topic {topic!r}: {exc}"
+                      if isinstance(exc, TopicAttributeError) else str(exc))
     return ok(cmd)
+
+
+def topic_config(broker, cmd):
+    topic = cmd.get_str("topic")
+    tc = broker.topics.get(topic)
+    if tc is None:
+        return _error(cmd, ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+    return ok(cmd, body=json.dumps(tc.to_json()).encode())
 
 
 def delete_topic(broker, cmd):

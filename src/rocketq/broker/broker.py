@@ -25,12 +25,15 @@ from pathlib import Path
 from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
-from rocketq.broker import admin, queries
+from rocketq.broker import admin, assignment, offset_reset, queries, recall, reply, runtime_config
+from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
 from rocketq.broker.credentials import acl_file_of, broker_credentials, parse_credentials
 from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.locks import QueueLocks
+from rocketq.broker.pop import PopService
+from rocketq.broker.pop import remoting as pop_remoting
 from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
@@ -42,6 +45,7 @@ from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
 from rocketq.broker.timer import Timer
 from rocketq.broker.timer_messages import DEFAULT_MAX_DELAY_SEC, TimerPolicy
+from rocketq.broker.topic_attributes import NORMAL, message_type_of, type_refusal
 from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction
@@ -110,6 +114,11 @@ class BrokerSettings:
     metrics_host: str | None = None           # metricsPromExporterHost (None: bindAddress)
     trace_topic_enable: bool = False          # traceTopicEnable: make msgTraceTopicName for clients' traces
     trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"   # msgTraceTopicName
+    enable_property_filter: bool = False      # enablePropertyFilter: SQL92 subscriptions (off, as in RocketMQ)
+    max_filter_message_size: int = 16_000     # maxFilterMessageSize: consume-queue bytes one filtered read scans
+    enable_mixed_message_type: bool = False   # enableMixedMessageType: topics may be +message.type=MIXED
+    default_message_request_mode: str = "PULL"  # defaultMessageRequestMode: QUERY_ASSIGNMENT's PULL | POP
+    default_pop_share_queue_num: int = -1     # defaultPopShareQueueNum: -1 every pop client reads every queue
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -134,6 +143,10 @@ class BrokerSettings:
         if self.default_topic_queue_nums < 1:
             raise ValueError("defaultTopicQueueNums must be at least 1")
         TimerPolicy(self.timer_wheel_enable, self.timer_max_delay_sec * 1000)        # raises if not positive
+        if self.default_message_request_mode not in ("PULL", "POP"):
+            raise ValueError(f"defaultMessageRequestMode {self.default_message_request_mode} is not PULL or POP")
+        if self.max_filter_message_size < 20:
+            raise ValueError(f"maxFilterMessageSize {self.max_filter_message_size} is below one consume-queue unit (20)")
         if self.timer_bucket_ms < 100:
             raise ValueError(f"timer_bucket_ms {self.timer_bucket_ms} is below 100")
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
@@ -175,7 +188,10 @@ class Broker:
             RequestCode.CONSUMER_SEND_MSG_BACK: lambda conn, cmd: consumer_send_back(self, conn, cmd),
             RequestCode.LOCK_BATCH_MQ: self._lock_batch, RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
-            **admin.handlers(self), **queries.handlers(self),
+            RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
+            **admin.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
+            **recall.handlers(self, _host_of), **reply.handlers(self, _host_of), **offset_reset.handlers(self),
+            **runtime_config.handlers(self),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()
@@ -234,12 +250,22 @@ class Broker:
         self.long_polling = LongPollingService(loop)
         self.store.arrival_listeners.append(self.long_polling.notify_threadsafe)
         self.store.dispatcher.drive_from(loop)   # dispatch on the loop: no GIL hand-offs
+        try:                                      # pop consumption, for gRPC receives and remoting POP_MESSAGE
+            self.pop = PopService(self).start()
+        except BaseException:                     # a corrupt pop log: say where, leave nothing running
+            await self.timer.close()
+            await self.server.close()
+            await asyncio.to_thread(self.store.shutdown)
+            raise
         st = self.settings
         self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats,
                                  slave_read=(st.slave_read_enable,
                                              st.which_broker_when_consume_slowly,
                                              st.access_message_in_memory_max_ratio),
-                                 is_slave=lambda: getattr(getattr(self, "replication", None), "role", "") == "SLAVE")
+                                 is_slave=lambda: getattr(getattr(self, "replication", None), "role", "") == "SLAVE",
+                                 registered=self.clients.subscription_data,
+                                 property_filter=st.enable_property_filter,
+                                 max_filter_message_bytes=st.max_filter_message_size)
         self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
         await self.server.serve()
         self.replication = Replication(self)
@@ -323,6 +349,8 @@ class Broker:
         if self.server is not None:
             await self.server.close()
         self.long_polling.wake_all()
+        if getattr(self, "pop", None) is not None:
+            await self.pop.close()
         try:                         # a full disk must not keep the store from shutting down cleanly
             if self.timer is not None:
                 await self.timer.close()
@@ -428,6 +456,8 @@ class Broker:
                                                    f"the topic[{topic}] sending is forbidden")
         return tc
 
+    topic_for_send = _topic_for_send
+
     @staticmethod
     def _queue_id(cmd: RemotingCommand, tc: TopicConfig) -> int:
         qid = cmd.get_int("queueId", -1)
@@ -441,8 +471,13 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
+        if tc.attributes:                        # a declared message.type is enforced, as on gRPC
+            why = type_refusal(tc.topic_name, tc.attributes, message_type_of(cmd.get_str("properties", "")))
+            if why is not None:
+                return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)
         qid = self._queue_id(cmd, tc)
         msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=qid)
+        msg.properties[reply.PROPERTY_CLUSTER] = self.settings.cluster_name    # as RocketMQ: replies need it
         routed = route_single(msg, self.timer_policy, broker_name=self.settings.broker_name, clock_ms=_now_ms)
         if routed.refusal is not None:
             return RemotingCommand.create_response(cmd, *routed.refusal)
@@ -471,6 +506,9 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
+        why = type_refusal(tc.topic_name, tc.attributes, NORMAL) if tc.attributes else None
+        if why is not None:                      # a batch holds normal messages (no delay, no transaction)
+            return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)
         qid = self._queue_id(cmd, tc)
         header = dict(topic=tc.topic_name, queue_id=qid, sys_flag=cmd.get_int("sysFlag", 0),
                       born_timestamp=cmd.get_int("bornTimestamp", 0), born_host=_host_of(conn),

@@ -103,6 +103,16 @@ class ClientManager:
                 changed.append(name)
         return changed
 
+    def subscription_data(self, group: str, topic: str) -> dict | None:
+        """The SubscriptionData JSON *group*'s heartbeats registered for *topic*, or None."""
+        info = self.consumers.get(group)
+        return info.subscriptions.get(topic) if info is not None else None
+
+    def connection_of(self, client_id: str):
+        """The connection of the client with *client_id* (any that heartbeated here), or None."""
+        conn = self._known.get(client_id)
+        return None if conn is None or getattr(conn, "is_closed", False) is True else conn
+
     def consumer_ids(self, group: str) -> list[str]:
         info = self.consumers.get(group)
         return sorted(info.clients) if info else []

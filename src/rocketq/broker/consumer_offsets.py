@@ -4,6 +4,11 @@ Format: ``{"offsetTable": {"<topic>@<group>": {"<queueId>": offset}}, "dataVersi
 Offsets are consume-queue (logical) offsets: the next message the group will read.  Java writes
 the queue ids as unquoted integer keys; the reader accepts both.  Commits only mark the table
 dirty; ``persist`` (every few seconds and at shutdown) writes it atomically when it changed.
+
+An operator's reset (RocketMQ 5's server-side reset, ``assignResetOffset``) sets the offset and
+keeps it pending (in memory, as RocketMQ's ``resetOffsetTable``) until a consumer of the group
+reads that queue again (:meth:`take_reset`, the pull answers PULL_OFFSET_MOVED to it); meanwhile
+commits of the queue are ignored, so a consumer still at its old position cannot undo the reset.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ class ConsumerOffsetManager:
         self.data_version = DataVersion()
         self._lock = threading.Lock()
         self._dirty = False
+        self.resets: dict[str, dict[int, int]] = {}       # "topic@group" -> queue id -> reset offset pending
 
     def load(self) -> None:
         data = read_json(self.path) or {}
@@ -32,13 +38,38 @@ class ConsumerOffsetManager:
                           for key, queues in (data.get("offsetTable") or {}).items()}
             self.data_version = DataVersion.from_json(data.get("dataVersion"))
 
-    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """Store *offset* for the group's queue; a negative offset means "nothing to commit" (as clients send)."""
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> bool:
+        """Store *offset* for the group's queue; a negative offset means "nothing to commit" (as clients
+        send).  False when ignored: that, or a reset of the queue is pending."""
         if offset < 0:
-            return
+            return False
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
         with self._lock:
-            self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset
+            if self.resets and queue_id in self.resets.get(key, ()):
+                return False
+            self.table.setdefault(key, {})[queue_id] = offset
             self._dirty = True
+        return True
+
+    def assign_reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """An operator's reset: the offset now, and pending until :meth:`take_reset`."""
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+        with self._lock:
+            self.resets.setdefault(key, {})[queue_id] = offset
+            self.table.setdefault(key, {})[queue_id] = offset
+            self._dirty = True
+
+    def take_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The reset offset pending for the queue (and no longer pending), or None."""
+        if not self.resets:
+            return None
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+        with self._lock:
+            pending = self.resets.get(key)
+            offset = pending.pop(queue_id, None) if pending else None
+            if pending is not None and not pending:
+                del self.resets[key]
+        return offset
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed for this queue."""

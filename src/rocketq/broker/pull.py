@@ -12,18 +12,33 @@ suggestWhichBrokerId: 0 (the master), or with ``slaveReadEnable`` on a master,
 last record pulled), so the slave serves the cold reads.  A slave never answers PULL_OFFSET_MOVED
 (it may only be behind its master): PULL_RETRY_IMMEDIATELY at the same offset instead.  With the SUSPEND flag (0x2) a pull that would answer PULL_NOT_FOUND waits
 (long polling) up to suspendTimeoutMillis for a message to arrive.  With COMMIT_OFFSET (0x1) the
-request's commitOffset is stored for the group first.
+request's commitOffset is stored for the group first.  A queue an operator reset for the group
+(:mod:`rocketq.broker.offset_reset`) answers its next pull PULL_OFFSET_MOVED to the reset offset
+(RocketMQ 5's OFFSET_RESET), unless the pull is there already.
+
+Filtering (:mod:`rocketq.filter`, :mod:`rocketq.broker.filtered_reads`): with the SUBSCRIPTION flag
+(0x4) the request's ``subscription`` / ``expressionType`` (TAG or SQL92) filter the read; a bad one
+is SUBSCRIPTION_PARSE_FAILED naming the position.  Without it (the Java push consumer's default,
+``postSubscriptionWhenPull=false``) the subscription the group registered in its heartbeat does,
+as in RocketMQ: none registered is SUBSCRIPTION_NOT_EXIST, an older one than the pull's
+``subVersion`` SUBSCRIPTION_NOT_LATEST, an unparsable one FILTER_DATA_NOT_EXIST.  (rocketq takes
+the request's ``subscription`` when no heartbeat registered one, where RocketMQ refuses.)  SQL92
+needs ``enablePropertyFilter``; without it the pull is SYSTEM_ERROR with RocketMQ's remark.  A
+long poll woken by messages its filter drops goes on waiting from past them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 
+from rocketq.broker import filtered_reads
 from rocketq.common.javahash import tag_hash
+from rocketq.filter import FilterError, Subscription, subscription
 from rocketq.remoting import RemotingCommand, ResponseCode
 from rocketq.store.results import GetStatus
 
-FLAG_COMMIT_OFFSET, FLAG_SUSPEND = 0x1, 0x2
+FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 MAX_SUSPEND_S = 30.0
 MAX_PULL_MESSAGES = 1024
 
@@ -42,6 +57,37 @@ def tag_codes(subscription: str | None) -> set[int] | None:
     return {tag_hash(t.strip()) for t in subscription.split("||") if t.strip()}
 
 
+def property_filter_refusal(expression_type: str) -> str:
+    """RocketMQ's remark for an SQL92 subscription on a broker with enablePropertyFilter=false."""
+    return f"The broker does not support consumer to filter message by {expression_type} (enablePropertyFilter=false)"
+
+
+def resolve_subscription(cmd: RemotingCommand, registered, *, property_filter: bool
+                         ) -> Subscription | tuple[int, str]:
+    """The pull's subscription, or (response code, remark) refusing it (see the module notes).
+    *registered* is the SubscriptionData JSON the group's heartbeat gave for the topic, or None."""
+    flags = cmd.get_int("sysFlag", 0)
+    try:
+        if flags & FLAG_SUBSCRIPTION or registered is None:
+            text = cmd.ext_fields.get("subscription")
+            if text is None and not flags & FLAG_SUBSCRIPTION:
+                return (ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist: group "
+                        f"{cmd.get_str('consumerGroup')!r} registered none for topic {cmd.get_str('topic')!r}")
+            sub = subscription(cmd.get_str("subscription", "*"), cmd.get_str("expressionType", "TAG"))
+        else:
+            if int(registered.get("subVersion") or 0) < cmd.get_int("subVersion", 0):
+                return ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+            try:
+                sub = subscription(str(registered.get("subString") or "*"), registered.get("expressionType"))
+            except FilterError as exc:
+                return ResponseCode.FILTER_DATA_NOT_EXIST, f"the group's registered filter does not parse: {exc}"
+    except FilterError as exc:
+        return ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+    if sub.sql is not None and not property_filter:
+        return ResponseCode.SYSTEM_ERROR, property_filter_refusal(sub.expression_type)
+    return sub
+
+
 def status_code(status: GetStatus, offset: int) -> int:
     if status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
         return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
@@ -57,9 +103,13 @@ def physical_memory_bytes() -> int:
 
 class PullHandler:
     def __init__(self, store, offsets, long_polling, stats, *, slave_read: tuple[bool, int, int] = (False, 1, 40),
-                 is_slave=lambda: False):
+                 is_slave=lambda: False, registered=lambda group, topic: None, property_filter: bool = False,
+                 max_filter_message_bytes: int = filtered_reads.DEFAULT_MAX_FILTER_MESSAGE_BYTES):
         self._store, self._offsets, self._polling, self._stats = store, offsets, long_polling, stats
         self._is_slave = is_slave
+        self._registered = registered              # (group, topic) -> the heartbeat's SubscriptionData or None
+        self._property_filter = property_filter
+        self._max_filter_bytes = max_filter_message_bytes
         enabled, self._slow_broker, ratio = slave_read
         # bytes behind the CommitLog end past which a read counts as cold (None: never suggest a slave)
         self._hot_bytes = physical_memory_bytes() * ratio // 100 if enabled else None
@@ -74,17 +124,22 @@ class PullHandler:
         qid, offset = cmd.get_int("queueId"), cmd.get_int("queueOffset")
         flags = cmd.get_int("sysFlag", 0)
         max_nums = max(1, min(cmd.get_int("maxMsgNums", 32), MAX_PULL_MESSAGES))
-        codes = tag_codes(cmd.get_str("subscription", "*"))
+        sub = resolve_subscription(cmd, self._registered(group, topic), property_filter=self._property_filter)
+        if not isinstance(sub, Subscription):
+            return RemotingCommand.create_response(cmd, *sub)
+        reset = self._offsets.take_reset(group, topic, qid)
+        if reset is not None and reset != offset:       # an operator reset the group: go there (RocketMQ 5)
+            return RemotingCommand.create_response(cmd, ResponseCode.PULL_OFFSET_MOVED, "OFFSET_RESET", {
+                "nextBeginOffset": reset, "minOffset": self._store.min_offset(topic, qid),
+                "maxOffset": self._store.max_offset(topic, qid), "suggestWhichBrokerId": 0})
         if flags & FLAG_COMMIT_OFFSET:
             self._offsets.commit(group, topic, qid, cmd.get_int("commitOffset", -1))
-        result = self._store.get_messages(topic, qid, offset, max_nums, tag_codes=codes)
+        scan = filtered_reads.scan_units_for(max_nums, self._max_filter_bytes)
+        result = filtered_reads.read(self._store, topic, qid, offset, max_nums, sub, scan_units=scan)
         code = status_code(result.status, offset)
         if code == ResponseCode.PULL_NOT_FOUND and flags & FLAG_SUSPEND:
-            timeout_s = min(cmd.get_int("suspendTimeoutMillis", 15_000) / 1000, MAX_SUSPEND_S)
-            if await self._polling.wait(topic, qid, offset, timeout_s, lambda: self._store.max_offset(topic, qid)):
-                await conn.until_writable()    # woken with many others: each answer waits for the client to read
-                result = self._store.get_messages(topic, qid, offset, max_nums, tag_codes=codes)
-                code = status_code(result.status, offset)
+            result, code = await self._hold(conn, topic, qid, offset, max_nums, sub, scan, result, code,
+                                            min(cmd.get_int("suspendTimeoutMillis", 15_000) / 1000, MAX_SUSPEND_S))
         header = {"nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
                   "maxOffset": result.max_offset, "suggestWhichBrokerId": self._suggest(result)}
         if code == ResponseCode.PULL_OFFSET_MOVED and self._is_slave():
@@ -99,3 +154,21 @@ class PullHandler:
                            queue_id=qid, next_offset=header["nextBeginOffset"])
         return RemotingCommand.create_response(cmd, code, None if code == ResponseCode.SUCCESS else str(result.status),
                                                header, body)
+
+    async def _hold(self, conn, topic, qid, offset, max_nums, sub, scan, result, code, timeout_s):
+        """Long polling: wait for arrivals until something passes *sub* or *timeout_s* is over.
+        Arrivals the filter drops move the offset past them and the wait goes on."""
+        loop_time = asyncio.get_running_loop().time
+        give_up = loop_time() + timeout_s
+        while code == ResponseCode.PULL_NOT_FOUND:
+            left = give_up - loop_time()
+            if left <= 0 or not await self._polling.wait(topic, qid, offset, left,
+                                                         lambda: self._store.max_offset(topic, qid)):
+                break
+            await conn.until_writable()    # woken with many others: each answer waits for the client to read
+            result = filtered_reads.read(self._store, topic, qid, offset, max_nums, sub, scan_units=scan)
+            code = status_code(result.status, offset)
+            if result.status == GetStatus.NO_MATCHED_MESSAGE:        # all filtered out: wait on from past them
+                offset = result.next_begin_offset
+                result.status, code = GetStatus.OFFSET_OVERFLOW_ONE, ResponseCode.PULL_NOT_FOUND
+        return result, code

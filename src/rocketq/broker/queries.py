@@ -57,8 +57,10 @@ def query_offset(broker, cmd):
 
 
 def update_offset(broker, cmd):
-    broker.offsets.commit(cmd.get_str("consumerGroup"), cmd.get_str("topic"), cmd.get_int("queueId"),
-                          cmd.get_int("commitOffset"))
+    group, topic, qid = cmd.get_str("consumerGroup"), cmd.get_str("topic"), cmd.get_int("queueId")
+    if not broker.offsets.commit(group, topic, qid, cmd.get_int("commitOffset")) and \
+            qid in broker.offsets.resets.get(f"{topic}@{group}", ()):
+        return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, "Offset has been previously reset")
     return _ok(cmd)
 
 

@@ -8,7 +8,8 @@ clusterName, haServerAddr, compressed=false, bodyCrc32`` and a ``RegisterBrokerB
 are signed with the broker's credentials (:mod:`rocketq.broker.credentials`) when it has some: a
 NameServer with ACL on takes them from an admin account only.  On
 shutdown it sends UNREGISTER_BROKER.  A NameServer that does not answer is retried next period;
-the others are unaffected.
+the others are unaffected.  :meth:`NameServerRegistrar.readable_queues` asks them for a topic's
+route (QUERY_ASSIGNMENT balances a group over every broker of the topic).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import logging
 import zlib
 
+from rocketq.common import fastjson
 from rocketq.common.aio import wait_event
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
@@ -25,6 +27,9 @@ log = logging.getLogger(__name__)
 
 REGISTER_PERIOD_S = 30.0
 REGISTER_TIMEOUT_S = 6.0
+
+
+PERM_READ = 4
 
 
 def parse_namesrv_addrs(text: str | None) -> list[tuple[str, int]]:
@@ -61,6 +66,28 @@ class NameServerRegistrar:
         header = dict(self._header, bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF)
         return await asyncio.gather(*(self._send(c, RequestCode.REGISTER_BROKER, header, body)
                                       for c in self._clients))
+
+    async def readable_queues(self, topic: str) -> list[tuple[str, int]] | None:
+        """(broker name, readable queue count) of each broker set serving *topic*, from the first
+        NameServer that answers (QUERY_ASSIGNMENT balances over the whole cluster); None if none does."""
+        for client in self._clients:
+            try:
+                r = await client.invoke(self._sign(RemotingCommand.create_request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})), timeout_s=REGISTER_TIMEOUT_S)
+            except Exception as exc:
+                log.debug("NameServer %s:%d unreachable for a route: %s", client.host, client.port, exc)
+                continue
+            if r.code == ResponseCode.TOPIC_NOT_EXIST:
+                return []
+            if r.code != ResponseCode.SUCCESS:
+                continue
+            try:
+                data = fastjson.loads(r.body or b"{}")
+                return [(str(q["brokerName"]), int(q["readQueueNums"])) for q in data.get("queueDatas") or ()
+                        if int(q.get("perm", 6)) & PERM_READ]
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("NameServer %s:%d answered a route that does not parse: %s", client.host, client.port, exc)
+        return None
 
     async def _send(self, client: RemotingClient, code: int, header: dict, body: bytes = b"") -> bool:
         try:

@@ -10,7 +10,8 @@ File format (what RocketMQ writes and reads)::
 ``perm`` bits: INHERIT 1, WRITE 2, READ 4 (6 = read-write).  The system topics RocketMQ creates at
 start are created here too.  With ``autoCreateTopicEnable`` the default topic ``TBW102`` carries
 the INHERIT bit, and a first send to an unknown topic creates it from TBW102's queue counts
-(``createTopicInSendMessageMethod``).  Every change bumps the data version and is written
+(``createTopicInSendMessageMethod``).  Request-reply's ``<cluster>_REPLY_TOPIC`` is one of the system
+topics, as in RocketMQ.  Every change bumps the data version and is written
 atomically (temp file, fsync, rename, ``.bak``).
 """
 
@@ -34,6 +35,7 @@ DEFAULT_TOPIC = "TBW102"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 MAX_QUEUE_NUMS = 1024
+REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"          # MixAll.REPLY_TOPIC_POSTFIX: <cluster>_REPLY_TOPIC
 
 
 @dataclass
@@ -84,7 +86,8 @@ class TopicConfigManager:
         defaults = [TopicConfig(SELF_TEST_TOPIC, 1, 1), TopicConfig(cluster, 16, 16, PERM_READ_WRITE),
                     TopicConfig(broker, 1, 1, PERM_READ_WRITE), TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
                     TopicConfig(SCHEDULE_TOPIC, 18, 18), TopicConfig(TRANS_HALF_TOPIC, 1, 1),
-                    TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1)]
+                    TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1),
+                    TopicConfig(cluster + REPLY_TOPIC_SUFFIX, 1, 1)]     # request-reply's replies
         if self.auto_create_topic:
             defaults.append(TopicConfig(DEFAULT_TOPIC, default_queue_nums, default_queue_nums,
                                         PERM_READ_WRITE | PERM_INHERIT))

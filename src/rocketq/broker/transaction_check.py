@@ -6,8 +6,11 @@ END_TRANSACTION) is resolved.  An unresolved one younger than ``timeout_s`` stop
 ones are younger still).  An older one is put back at the end of the half queue with
 ``TRANSACTION_CHECK_TIMES + 1`` (its old copy marked resolved), and a oneway CHECK_TRANSACTION_STATE
 carrying the new copy goes to a connected producer of its group (``PGROUP``); the producer answers
-with END_TRANSACTION.  After ``max_checks`` the message is dropped with a warning, as RocketMQ
-discards it.  Progress is kept as the consumer offsets of group ``CID_RMQ_SYS_TRANS``.
+with END_TRANSACTION.  After ``max_checks`` the message is moved, as RocketMQ moves it
+(``DefaultTransactionalMessageCheckListener.resolveDiscardMsg``), to ``TRANS_CHECK_MAX_TIME_TOPIC``
+(1 queue, read-write, made on first use) with its body and properties, where an operator can read
+it and decide; it is marked resolved only once stored there, so a full disk loses nothing.
+Progress is kept as the consumer offsets of group ``CID_RMQ_SYS_TRANS``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from rocketq.remoting import RemotingCommand, RequestCode
 log = logging.getLogger(__name__)
 
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"
+CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"     # TopicValidator.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC
+CHECK_MAX_TIME_QUEUES = 1                               # TCMT_QUEUE_NUMS
 PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 MAX_SCAN = 2048
@@ -84,9 +89,14 @@ class TransactionChecker:
         times = int(props.get(PROPERTY_CHECK_TIMES, "0") or 0)
         resolve = Message(topic=TRANS_OP_HALF_TOPIC, body=str(half.queue_offset).encode(), tags="d")
         if times >= self.max_checks:
+            tc = self._broker.topics.create_retry_or_dlq(CHECK_MAX_TIME_TOPIC, CHECK_MAX_TIME_QUEUES)
+            kept = await store.put_message_async(half.to_message(topic=tc.topic_name, properties=props, queue_id=0))
+            if kept.physical_offset < 0:
+                return None                  # stays unresolved; moved on a later round
             await store.put_message_async(resolve)
-            log.warning("dropping half message %s of group %s after %d checks", half.msg_id,
-                        props.get(PROPERTY_PRODUCER_GROUP), times)
+            log.warning("half message %s of group %s (topic %s) moved to %s after %d checks without an answer",
+                        props.get("UNIQ_KEY", half.msg_id), props.get(PROPERTY_PRODUCER_GROUP),
+                        props.get("REAL_TOPIC"), CHECK_MAX_TIME_TOPIC, times)
             return 0
         props[PROPERTY_CHECK_TIMES] = str(times + 1)
         again = await store.put_message_async(half.to_message(topic=TRANS_HALF_TOPIC, properties=props))

@@ -59,12 +59,31 @@ def topic() -> None:
 @click.option("--cluster", help="Create on every master of this cluster (default: every master).")
 @click.option("--broker", "broker_addr", help="Create on this broker address only.")
 @click.option("--order", is_flag=True, help="Mark the topic as ordered.")
+@click.option("--attributes", "-a", metavar="+KEY=VALUE,-KEY",
+              help="Add, change (+key=value) or remove (-key) topic attributes, as mqadmin's -a: "
+                   "+message.type=NORMAL|FIFO|DELAY|TRANSACTION. Attributes not named stay as they are.")
 @client_options
-def topic_create(name, access, queues, cluster, broker_addr, order) -> None:
+def topic_create(name, access, queues, cluster, broker_addr, order, attributes) -> None:
     """Create (or update) topic NAME."""
     addrs = call(access, _with_admin(access, lambda a: a.create_topic(name, queues=queues, cluster=cluster,
-                                                               broker_addr=broker_addr, order=order)))
+                                                               broker_addr=broker_addr, order=order,
+                                                               attributes=attributes)))
     click.echo(f"topic {name} created with {queues} queues on {', '.join(addrs)}")
+
+
+@topic.command("config")
+@click.argument("name")
+@json_option
+@client_options
+def topic_config(name, access, as_json) -> None:
+    """Show topic NAME's configuration on each master: queues, permission, attributes."""
+    configs = call(access, _with_admin(access, lambda a: a.topic_configs(name)))
+    t = _table(f"configuration of {escape(name)}", "broker", "read / write queues", "perm", "order", "attributes")
+    for addr, c in sorted(configs.items()):
+        attrs = ", ".join(f"{k}={v}" for k, v in sorted((c.get("attributes") or {}).items())) or "-"
+        t.add_row(addr, f"{c.get('readQueueNums')} / {c.get('writeQueueNums')}", str(c.get("perm")),
+                  str(bool(c.get("order"))).lower(), escape(attrs))
+    _emit(as_json, {"topic": name, "brokers": configs}, t)
 
 
 @topic.command("route")

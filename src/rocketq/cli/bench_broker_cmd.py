@@ -1,5 +1,5 @@
 """``rocketq bench broker``: issue 3's numbers (see :mod:`rocketq.bench.broker_bench`); ``bench
-compare``, ``replication``, ``grpc`` and ``timer``.
+compare``, ``replication``, ``grpc``, ``timer`` and ``filter``.
 
 ``bench broker`` and ``bench compare`` measure rocketq secured too: ``--acl FILE`` and
 ``--server-config FILE`` start their servers with ACL and TLS on, and the client options
@@ -231,3 +231,25 @@ def bench_timer(count: int, window: float, lead: float | None, via: str, body_si
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2))
         err().print(f"results written to {json_out}")
+
+
+@bench.command("filter")
+@click.option("--count", type=click.IntRange(min=1_000), default=200_000, show_default=True,
+              help="Messages in the backlog (1 % of them match).")
+@click.option("--dir", "directory", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Create the temporary store under this directory.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the results as JSON to this file.")
+def bench_filter(count: int, directory: Path | None, json_out: Path | None) -> None:
+    """Read a backlog through a 1 %-selective SQL92 filter, a tag filter and none; pulls and scan rate."""
+    from rocketq.bench.filter_bench import run_filter_bench
+    report = run_filter_bench(count, directory, progress=lambda line: err().print(escape(line)))
+    table = Table(title=f"filtered reads of a {count:,}-message backlog (best of 2 reads each)")
+    for col in ("read", "pulls", "delivered", "seconds", "backlog scanned / s"):
+        table.add_column(col, justify="left" if col == "read" else "right")
+    for name, r in report.items():
+        table.add_row(name, f"{r['pulls']:,}", f"{r['delivered']:,}", f"{r['seconds']:.2f}",
+                      f"{r['scanned_per_s']:,.0f}")
+    out().print(table)
+    if json_out is not None:
+        json_out.write_text(json.dumps(report, indent=2))

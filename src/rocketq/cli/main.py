@@ -105,6 +105,7 @@ def _register() -> None:
     cli.add_command(broker)
     cli.add_command(namesrv)
     from rocketq.cli.admin_cmds import cluster, group, message, topic
+    from rocketq.cli import operator_cmds  # noqa: F401 (adds `group reset-offset`, `broker config`)
     from rocketq.cli.messaging import consume, send
     for command in (send, consume, topic, group, cluster, message):
         cli.add_command(command)

@@ -127,7 +127,8 @@ def _observe_settings(console_port, no_console, no_metrics) -> dict:
 
 def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, *, profile=DEFAULT_PROFILE,
                 client_env=True, **extra):
-    """Defaults < profile < file < environment < flags; *client_env*: ROCKETQ_NAMESRV is namesrvAddr."""
+    """Defaults < profile < file < saved (``broker config set``) < environment < flags; *client_env*:
+    ROCKETQ_NAMESRV is namesrvAddr."""
     overrides = {"storePathRootDir": str(store_path) if store_path else None, "bindAddress": host,
                  "listenPort": port, "flushDiskType": flush_disk_type, **extra, **_parse_sets(sets)}
     if acl_file:
@@ -136,9 +137,10 @@ def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, 
     defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "127.0.0.1",
                 "metricsExporterType": "PROM"}
     try:
-        given = (profile_entries(profile) + (server_config.read_file(config_file) if config_file else [])
-                 + server_config.read_env(os.environ, client_keys=client_env)
+        base = profile_entries(profile) + (server_config.read_file(config_file) if config_file else [])
+        later = (server_config.read_env(os.environ, client_keys=client_env)
                  + [(k, v, f"option {k}") for k, v in overrides.items() if v is not None])
+        given = base + server_config.saved_entries(base + later, defaults["storePathRootDir"]) + later
         cfg = server_config.build([(k, v, "default") for k, v in defaults.items()] + given)
     except server_config.ConfigError as exc:
         raise click.ClickException(str(exc)) from None
@@ -198,17 +200,21 @@ def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, 
     run_until_signalled(start, stop)
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @_common_options
 @click.option("--namesrv", "namesrv_addr", help="NameServer addresses, host:port;host:port (namesrvAddr).")
 @click.option("--broker-name", help="brokerName [default: broker-a].")
 @click.option("--cluster", "cluster_name", help="brokerClusterName [default: DefaultCluster].")
 @_observe_options
 @log_options
-def broker(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile, namesrv_addr, broker_name,
-           cluster_name, console_port, no_console, no_metrics, logging_options) -> None:
+@click.pass_context
+def broker(ctx, config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile, namesrv_addr,
+           broker_name, cluster_name, console_port, no_console, no_metrics, logging_options) -> None:
     """Run a broker alone; it registers with the NameServers of --namesrv (or namesrvAddr, or
-    ROCKETQ_NAMESRV: the variable the client commands read, as RocketMQ's broker reads NAMESRV_ADDR)."""
+    ROCKETQ_NAMESRV: the variable the client commands read, as RocketMQ's broker reads NAMESRV_ADDR).
+    `rocketq broker config get|set` reads and changes the settings of running brokers."""
+    if ctx.invoked_subcommand is not None:
+        return                                   # `broker config ...`: no broker to run here
     from rocketq.broker.broker import Broker
     apply_logging(logging_options)
     cfg = load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile=profile,

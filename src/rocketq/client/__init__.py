@@ -1,7 +1,8 @@
 """rocketq's Python client for the RocketMQ remoting protocol (asyncio first; :mod:`.sync` wraps it).
 
 * :class:`Producer`, :class:`TransactionProducer` - :mod:`.producer`
-* :class:`PushConsumer` - :mod:`.push_consumer`; :class:`LitePullConsumer` - :mod:`.pull_consumer`
+* :class:`PushConsumer` - :mod:`.push_consumer`; :class:`LitePullConsumer` - :mod:`.pull_consumer`;
+  :class:`PopConsumer` - :mod:`.pop_consumer`
 * :class:`Admin` - :mod:`.admin`
 * low-level calls - :mod:`.api`; data types - :mod:`.model`
 """
@@ -20,11 +21,13 @@ from rocketq.client.model import (
     TransactionState,
 )
 from rocketq.client.admin import Admin
+from rocketq.client.pop_consumer import PopConsumer
 from rocketq.client.producer import Producer, TransactionProducer
+from rocketq.client.request_reply import RequestTimeout, create_reply_message
 from rocketq.client.pull_consumer import LitePullConsumer
 from rocketq.client.push_consumer import PushConsumer
 from rocketq.common.message import Message
 
-__all__ = ["Admin", "LitePullConsumer", "PushConsumer", "ConsumeFrom", "ConsumeResult", "Credentials", "Message", "MessageModel", "MessageQueue",
+__all__ = ["Admin", "LitePullConsumer", "PopConsumer", "PushConsumer", "ConsumeFrom", "ConsumeResult", "Credentials", "Message", "MessageModel", "MessageQueue",
            "MQClientError", "Producer", "PullResult", "PullStatus", "SendResult", "SendStatus",
-           "TransactionProducer", "TransactionState"]
+           "TransactionProducer", "TransactionState", "RequestTimeout", "create_reply_message"]

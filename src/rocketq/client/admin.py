@@ -108,13 +108,30 @@ class Admin:
         return route
 
     async def create_topic(self, topic: str, *, queues: int = 8, cluster: str | None = None,
-                           broker_addr: str | None = None, order: bool = False) -> list[str]:
-        """Create (or update) *topic* on one broker or every master of the cluster; returns the addresses."""
+                           broker_addr: str | None = None, order: bool = False,
+                           attributes: str | None = None) -> list[str]:
+        """Create (or update) *topic* on one broker or every master of the cluster; returns the addresses.
+        *attributes* changes the topic's attributes (``+message.type=FIFO,-key``); the others stay."""
         addrs = [broker_addr] if broker_addr else await self._masters(cluster)
         for addr in addrs:
-            await self.api.create_topic(addr, topic, read_queues=queues, write_queues=queues, order=order)
+            await self.api.create_topic(addr, topic, read_queues=queues, write_queues=queues, order=order,
+                                        attributes=attributes)
         self.instance.forget_route(topic)
         return addrs
+
+    async def topic_configs(self, topic: str, *, cluster: str | None = None) -> dict[str, dict]:
+        """Each master's TopicConfig of *topic* (GET_TOPIC_CONFIG), by broker address; masters without it
+        are left out."""
+        out = {}
+        for addr in await self._masters(cluster):
+            try:
+                out[addr] = await self.api.topic_config(addr, topic)
+            except MQClientError as exc:
+                if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                    raise
+        if not out:
+            raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} is on no broker")
+        return out
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         """Delete *topic* on the masters and the NameServers; TOPIC_NOT_EXIST when neither the
@@ -128,6 +145,28 @@ class Admin:
             with contextlib.suppress(MQClientError):
                 await self.api.delete_topic_in_namesrv(namesrv, topic)
         self.instance.forget_route(topic)
+
+    async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
+        """Move *group*'s offsets on *topic* on every master of the topic to the first message stored at
+        or after *timestamp_ms* (0: the start, negative: the end); running consumers follow at once."""
+        route = await self.route(topic)
+        out: dict[MessageQueue, int] = {}
+        for b in route.broker_datas:
+            if b.master:
+                out.update(await self.api.reset_offset(b.master, topic, group, timestamp_ms))
+        return out
+
+    async def broker_configs(self, broker_addr: str | None = None, cluster: str | None = None) -> dict[str, dict]:
+        """Each master's settings (or *broker_addr*'s), by address."""
+        addrs = [broker_addr] if broker_addr else await self._masters(cluster)
+        return {addr: await self.api.broker_config(addr) for addr in addrs}
+
+    async def update_broker_config(self, settings: dict[str, str], *, broker_addr: str | None = None,
+                                   cluster: str | None = None) -> dict[str, str]:
+        """Change settings on every master (or *broker_addr*); each broker's answer (what applied now,
+        what needs a restart), by address."""
+        addrs = [broker_addr] if broker_addr else await self._masters(cluster)
+        return {addr: await self.api.update_broker_config(addr, settings) for addr in addrs}
 
     async def _on_any(self, addrs: list[str], topic: str) -> bool:
         for addr in addrs:

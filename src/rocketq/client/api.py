@@ -149,19 +149,29 @@ class MQClientAPI:
                 raise MQClientError(-1, str(exc)) from None
             code = RequestCode.SEND_BATCH_MESSAGE
         else:
-            body, code = msg.body, RequestCode.SEND_MESSAGE_V2
+            body = msg.body
+            code = RequestCode.SEND_REPLY_MESSAGE_V2 if msg.properties.get("MSG_TYPE") == "reply" \
+                else RequestCode.SEND_MESSAGE_V2          # a reply (request_reply.create_reply_message)
         r = await self.invoke(addr, code, header, body, timeout_s=timeout_s, expect=tuple(_SEND_STATUS))
         uniq = ",".join(m.properties.get("UNIQ_KEY", "") for m in batch) if batch is not None \
             else msg.properties.get("UNIQ_KEY", "")
         f = r.ext_fields
         return SendResult(_SEND_STATUS[r.code], uniq, f.get("msgId", ""),
                           MessageQueue(mq.topic, mq.broker_name, int(f.get("queueId", mq.queue_id))),
-                          int(f.get("queueOffset", -1)), f.get("transactionId"))
+                          int(f.get("queueOffset", -1)), f.get("transactionId"), f.get("recallHandle") or None)
 
     async def send_oneway(self, addr: str, mq: MessageQueue, msg: Message, group: str) -> None:
         header = {"a": group, "b": mq.topic, "c": "TBW102", "d": 4, "e": mq.queue_id, "f": msg.sys_flag,
                   "g": int(time.time() * 1000), "h": msg.flag, "i": msg.properties_string(), "j": 0, "k": False}
         await self.oneway(addr, RequestCode.SEND_MESSAGE_V2, header, msg.body)
+
+    async def recall(self, addr: str, topic: str, recall_handle: str, producer_group: str = "") -> str:
+        """RECALL_MESSAGE: the recalled message's id (its UNIQ_KEY)."""
+        header = {"topic": topic, "recallHandle": recall_handle}
+        if producer_group:
+            header["producerGroup"] = producer_group
+        r = await self.invoke(addr, RequestCode.RECALL_MESSAGE, header)
+        return r.ext_fields.get("msgId", "")
 
     async def end_transaction(self, addr: str, header: dict) -> None:
         await self.oneway(addr, RequestCode.END_TRANSACTION, header)
@@ -169,28 +179,73 @@ class MQClientAPI:
     # -- consuming ---------------------------------------------------------------------------
 
     async def pull(self, addr: str, mq: MessageQueue, group: str, offset: int, *, max_nums: int = 32,
-                   expression: str = "*", suspend_ms: int = 0, commit_offset: int = -1,
+                   expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0, commit_offset: int = -1,
                    timeout_s: float | None = None) -> PullResult:
         result, body = await self.pull_raw(addr, mq, group, offset, max_nums=max_nums, expression=expression,
-                                           suspend_ms=suspend_ms, commit_offset=commit_offset, timeout_s=timeout_s)
+                                           expression_type=expression_type, suspend_ms=suspend_ms,
+                                           commit_offset=commit_offset, timeout_s=timeout_s)
         result.messages = split_records(body) if body else []
         return result
 
     async def pull_raw(self, addr: str, mq: MessageQueue, group: str, offset: int, *, max_nums: int = 32,
-                       expression: str = "*", suspend_ms: int = 0, commit_offset: int = -1,
-                       timeout_s: float | None = None) -> tuple[PullResult, bytes]:
+                       expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0,
+                       commit_offset: int = -1, timeout_s: float | None = None) -> tuple[PullResult, bytes]:
         """PULL_MESSAGE with the found records left as the broker sent them (store format, back to back)."""
         flags = (PULL_FLAG_SUSPEND if suspend_ms else 0) | (PULL_FLAG_COMMIT_OFFSET if commit_offset >= 0 else 0)
         header = {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
                   "maxMsgNums": max_nums, "sysFlag": flags | PULL_FLAG_SUBSCRIPTION,
                   "commitOffset": max(commit_offset, 0), "suspendTimeoutMillis": suspend_ms,
-                  "subscription": expression, "subVersion": 0, "expressionType": "TAG"}
+                  "subscription": expression, "subVersion": 0, "expressionType": expression_type}
         wait = (timeout_s or self.timeout_s) + suspend_ms / 1000
         r = await self.invoke(addr, RequestCode.PULL_MESSAGE, header, timeout_s=wait, expect=tuple(_PULL_STATUS))
         f = r.ext_fields
         body = r.body if r.code == ResponseCode.SUCCESS else b""
         return PullResult(_PULL_STATUS[r.code], int(f.get("nextBeginOffset", offset)), int(f.get("minOffset", 0)),
                           int(f.get("maxOffset", 0)), [], int(f.get("suggestWhichBrokerId", 0) or 0)), body
+
+    async def check_client_config(self, addr: str, group: str, client_id: str, topic: str, expression: str,
+                                  expression_type: str) -> None:
+        """CHECK_CLIENT_CONFIG: raises MQClientError when the broker will not serve the subscription
+        (SQL92 without enablePropertyFilter, or an expression it cannot parse)."""
+        body = {"clientId": client_id, "group": group, "subscriptionData": {
+            "topic": topic, "subString": expression, "expressionType": expression_type, "tagsSet": [], "codeSet": [],
+            "subVersion": 0, "classFilterMode": False}}
+        await self.invoke(addr, RequestCode.CHECK_CLIENT_CONFIG, {}, json.dumps(body).encode())
+
+    # -- pop (RocketMQ 5's broker-side consumption state) ------------------------------------------
+
+    async def pop(self, addr: str, group: str, topic: str, *, queue_id: int = -1, max_nums: int = 32,
+                  invisible_ms: int = 60_000, poll_ms: int = 0, expression: str = "*", expression_type: str = "TAG",
+                  order: bool = False) -> tuple[RemotingCommand, list[StoredMessage]]:
+        """POP_MESSAGE: the broker's answer (header fields in ``ext_fields``; SUCCESS, POLLING_TIMEOUT
+        or POLLING_FULL) and the records it holds."""
+        header = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "maxMsgNums": max_nums,
+                  "invisibleTime": invisible_ms, "pollTime": poll_ms, "bornTime": int(time.time() * 1000),
+                  "initMode": 0, "expType": expression_type, "exp": expression, "order": order}
+        r = await self.invoke(addr, RequestCode.POP_MESSAGE, header, timeout_s=self.timeout_s + poll_ms / 1000,
+                              expect=(ResponseCode.SUCCESS, ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL,
+                                      ResponseCode.PULL_NOT_FOUND))
+        return r, (split_records(r.body) if r.code == ResponseCode.SUCCESS and r.body else [])
+
+    async def ack(self, addr: str, group: str, topic: str, queue_id: int, offset: int, extra_info: str) -> bool:
+        """ACK_MESSAGE; False when the broker had no such copy in flight (NO_MESSAGE)."""
+        r = await self.invoke(addr, RequestCode.ACK_MESSAGE, {
+            "consumerGroup": group, "topic": topic, "queueId": queue_id, "offset": offset, "extraInfo": extra_info},
+            expect=(ResponseCode.SUCCESS, ResponseCode.NO_MESSAGE))
+        return r.code == ResponseCode.SUCCESS
+
+    async def batch_ack(self, addr: str, broker_name: str, acks: list[dict]) -> None:
+        """BATCH_ACK_MESSAGE of ``{"c", "t", "r", "so", "q", "rq", "pt", "it", "b"}`` entries."""
+        await self.invoke(addr, RequestCode.BATCH_ACK_MESSAGE, {},
+                          json.dumps({"brokerName": broker_name, "acks": acks}).encode())
+
+    async def change_invisible_time(self, addr: str, group: str, topic: str, queue_id: int, offset: int,
+                                    extra_info: str, invisible_ms: int) -> dict:
+        """CHANGE_MESSAGE_INVISIBLETIME: the new ``popTime``/``invisibleTime``/``reviveQid``."""
+        r = await self.invoke(addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, {
+            "consumerGroup": group, "topic": topic, "queueId": queue_id, "offset": offset, "extraInfo": extra_info,
+            "invisibleTime": invisible_ms})
+        return r.ext_fields
 
     async def query_offset(self, addr: str, group: str, mq: MessageQueue) -> int:
         """The group's committed offset, or -1 when it has none."""
@@ -267,10 +322,43 @@ class MQClientAPI:
         return StoredMessage(r.body)
 
     async def create_topic(self, addr: str, topic: str, *, read_queues: int = 8, write_queues: int = 8,
-                           perm: int = 6, order: bool = False) -> None:
-        await self.invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": read_queues, "writeQueueNums": write_queues,
-            "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order})
+                           perm: int = 6, order: bool = False, attributes: str | None = None) -> None:
+        """UPDATE_AND_CREATE_TOPIC; *attributes* as mqadmin's ``-a``: ``+message.type=FIFO,-key``."""
+        header = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": read_queues,
+                  "writeQueueNums": write_queues, "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
+                  "order": order}
+        if attributes:
+            header["attributes"] = attributes
+        await self.invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+
+    async def topic_config(self, addr: str, topic: str) -> dict:
+        """GET_TOPIC_CONFIG: the broker's TopicConfig of *topic* (MQClientError TOPIC_NOT_EXIST if none)."""
+        r = await self.invoke(addr, RequestCode.GET_TOPIC_CONFIG, {"topic": topic})
+        return fastjson.loads(r.body)
+
+    async def reset_offset(self, addr: str, topic: str, group: str, timestamp_ms: int) -> dict[MessageQueue, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET: the group's offsets on *topic* to the first message stored at
+        or after *timestamp_ms* (negative: each queue's end); the new offset per queue."""
+        r = await self.invoke(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+            "topic": topic, "group": group, "timestamp": timestamp_ms, "isForce": True, "queueId": -1})
+        table = fastjson.loads(r.body or b"{}").get("offsetTable") or {}
+        return {MessageQueue(k["topic"], k["brokerName"], int(k["queueId"])): int(v) for k, v in table.items()}
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: every setting by its RocketMQ key, as text."""
+        r = await self.invoke(addr, RequestCode.GET_BROKER_CONFIG, {})
+        out = {}
+        for line in (r.body or b"").decode().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not key.startswith("#"):
+                out[key.strip()] = value.strip()
+        return out
+
+    async def update_broker_config(self, addr: str, settings: dict[str, str]) -> str:
+        """UPDATE_BROKER_CONFIG; the broker's remark says which keys applied now and which need a restart."""
+        body = "".join(f"{k}={v}\n" for k, v in settings.items()).encode()
+        r = await self.invoke(addr, RequestCode.UPDATE_BROKER_CONFIG, {}, body)
+        return r.remark or ""
 
     async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
         await self.invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})

@@ -30,9 +30,11 @@ from rocketq.client.model import (
     PullStatus,
 )
 from rocketq.client.offset_store import LocalOffsetStore, RemoteOffsetStore
+from rocketq.common import fastjson
 from rocketq.common.aio import wait_event
 from rocketq.common.javahash import tag_hash
 from rocketq.common.sysflag import RETRY_GROUP_TOPIC_PREFIX
+from rocketq.filter import TAG, subscription
 from rocketq.remoting import RequestCode, ResponseCode
 
 log = logging.getLogger("rocketq.client")
@@ -87,7 +89,9 @@ class ConsumerBase:
         self.instance = ClientInstance(namesrv, credentials=credentials, ssl_context=ssl_context, timeout_s=timeout_s)
         self.instance.heartbeat_data = self._heartbeat_data
         self.instance.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._on_ids_changed
+        self.instance.handlers[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._on_reset_offset
         self.subscriptions: dict[str, str] = {}
+        self.expression_types: dict[str, str] = {}           # topic -> SQL92 for a selector (else a tag expression)
         if offset_store is not None:              # e.g. MemoryOffsetStore: a reader that commits nothing
             self.offsets = offset_store
         elif model == MessageModel.CLUSTERING:
@@ -105,8 +109,32 @@ class ConsumerBase:
         # change, but a caller that would rather stop (the command line) can see why nothing comes
         self.refusal: MQClientError | None = None
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = TAG) -> None:
+        """Read *topic*: messages with the tags of *expression* (``"TagA || TagB"``, ``*`` for all),
+        or with ``expression_type="SQL92"`` the messages whose properties *expression* selects
+        (``"region = 'eu' AND amount > 100"``; the broker needs ``enablePropertyFilter=true``).
+        A selector that does not parse raises :class:`rocketq.filter.FilterError` here, naming the
+        position; :meth:`start` asks each broker whether it serves it (CHECK_CLIENT_CONFIG)."""
+        subscription(expression or "*", expression_type)          # raises FilterError for a bad one
         self.subscriptions[topic] = expression or "*"
+        self.expression_types[topic] = expression_type
+
+    def tags_of(self, topic: str, expression: str) -> set[str] | None:
+        """The tags a pull of *topic* keeps (None: all, or a selector the broker applied)."""
+        return None if self.expression_types.get(topic, TAG) != TAG else parse_expression(expression)
+
+    async def check_in_brokers(self) -> None:
+        """CHECK_CLIENT_CONFIG of every SQL92 subscription at every master of its topic, as Java's
+        ``checkClientInBroker`` at start; raises MQClientError with the broker's reason."""
+        for topic, expression in self.subscriptions.items():
+            kind = self.expression_types.get(topic, TAG)
+            if kind == TAG:
+                continue
+            route = await self.instance.route(topic)
+            for b in route.broker_datas if route is not None else ():
+                if b.master:
+                    await self.instance.api.check_client_config(b.master, self.group, self.instance.client_id, topic,
+                                                                expression, kind)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -118,6 +146,7 @@ class ConsumerBase:
         for topic in self.subscriptions:
             if await self.instance.route(topic) is None and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 log.warning("topic %s has no route yet; the consumer waits for it", topic)
+        await self.check_in_brokers()
         self.running = True
         await self.instance.heartbeat_now()
         await self.rebalance()
@@ -148,9 +177,10 @@ class ConsumerBase:
         await self.shutdown()
 
     def _heartbeat_data(self) -> dict:
-        subs = [{"topic": t, "subString": e, "tagsSet": sorted(parse_expression(e) or []),
-                 "codeSet": sorted(tag_hash(x) for x in parse_expression(e) or []), "subVersion": 0,
-                 "classFilterMode": False, "expressionType": "TAG"} for t, e in self.subscriptions.items()]
+        subs = [{"topic": t, "subString": e, "tagsSet": sorted(self.tags_of(t, e) or []),
+                 "codeSet": sorted(tag_hash(x) for x in self.tags_of(t, e) or []), "subVersion": 0,
+                 "classFilterMode": False, "expressionType": self.expression_types.get(t, TAG)}
+                for t, e in self.subscriptions.items()]
         return {"producerDataSet": [], "consumerDataSet": [{
             "groupName": self.group, "consumeType": self.consume_type, "messageModel": self.model.value,
             "consumeFromWhere": self.consume_from.value, "subscriptionDataSet": subs, "unitMode": False}]}
@@ -160,6 +190,32 @@ class ConsumerBase:
     async def _on_ids_changed(self, cmd) -> None:
         self._rebalance_now.set()
         return None
+
+    async def _on_reset_offset(self, cmd) -> None:
+        """An operator reset the group's offsets (RESET_CONSUMER_CLIENT_OFFSET): the queues of ours
+        it names go on from their new offsets now, what was pulled of them before dropped."""
+        if cmd.get_str("group", "") != self.group:
+            return None
+        try:
+            table = fastjson.loads(cmd.body or b"{}").get("offsetTable") or {}
+            targets = {MessageQueue(k["topic"], k["brokerName"], int(k["queueId"])): int(v) for k, v in table.items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("offset reset from a broker that does not parse: %s", exc)
+            return None
+        async with self._rebalance_lock:
+            for mq, offset in targets.items():
+                if mq in self.assigned:
+                    log.info("offset of %s reset to %d by the broker", mq, offset)
+                    await self.reset_queue(mq, offset)
+        return None
+
+    async def reset_queue(self, mq: MessageQueue, offset: int) -> None:
+        """Go on with *mq* from *offset*: its puller and what it pulled are dropped, then it starts again."""
+        expression = self.assigned[mq]
+        await self._queue_removed(mq)
+        self.offsets.update(mq, offset)
+        self.assigned[mq] = expression
+        await self._queue_added(mq, expression)
 
     async def _rebalance_loop(self) -> None:
         while True:
@@ -235,6 +291,7 @@ class ConsumerBase:
                 offset = await self.start_offset(mq)
             result = await self.instance.api.pull(await self.pull_addr(mq), mq, self.group, offset,
                                                   max_nums=self.pull_batch_size, expression=expression,
+                                                  expression_type=self.expression_types.get(mq.topic, TAG),
                                                   suspend_ms=suspend_ms)
         except MQClientError as exc:
             log.info("pull from %s failed, retrying: %s", mq, exc)

@@ -117,6 +117,7 @@ class SendResult:
     queue: MessageQueue
     queue_offset: int
     transaction_id: str | None = None
+    recall_handle: str | None = None     # a message due later (TIMER_* / DELAY): what Producer.recall takes
 
 
 class PullStatus(enum.Enum):

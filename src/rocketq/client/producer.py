@@ -13,6 +13,7 @@ it on the first send (when ``autoCreateTopicEnable`` is on).
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import itertools
 import logging
@@ -26,6 +27,8 @@ from rocketq.common.msgid import decode_offset_msg_id
 from rocketq.common.sysflag import PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_KEY
 from rocketq.common.validation import topic_error
 from rocketq.client.ids import unique_key, unique_keys
+from rocketq.client.request_reply import (PROPERTY_CORRELATION_ID, PROPERTY_REPLY_TO_CLIENT, PROPERTY_TTL,
+                                          ReplyWaiter, RequestTimeout)
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
 from rocketq.store.record import StoredMessage
 
@@ -61,6 +64,7 @@ class Producer:
         self._rr = itertools.count()
         self._greeted: set[str] = set()
         self._started = False
+        self._replies: ReplyWaiter | None = None         # made by the first request()
 
     async def start(self) -> Producer:
         if not self._started:
@@ -160,6 +164,39 @@ class Producer:
         if not body:
             raise MQClientError(-1, "send_encoded_batch needs at least one message")
         return await self._send_with_retries(Message(topic, b""), None, queue, None, None, None, encoded=body)
+
+    async def request(self, msg: Message, timeout_s: float = 3.0) -> Message:
+        """Send *msg* and wait up to *timeout_s* for its reply (a responder's
+        :func:`~rocketq.client.request_reply.create_reply_message`, sent to the broker); raises
+        :class:`~rocketq.client.request_reply.RequestTimeout` when none comes in time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self._replies is None:
+            self._replies = ReplyWaiter(self.instance)
+        await asyncio.wait_for(self._replies.reach_reply_brokers(), timeout_s)
+        correlation = unique_key()
+        msg.properties = {**msg.properties, PROPERTY_CORRELATION_ID: correlation,
+                          PROPERTY_REPLY_TO_CLIENT: self.instance.client_id, PROPERTY_TTL: str(int(timeout_s * 1000))}
+        reply = self._replies.expect(correlation)
+        try:
+            await asyncio.wait_for(self.send(msg), max(0.001, deadline - loop.time()))
+            return await asyncio.wait_for(reply, max(0.001, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            raise RequestTimeout(-1, f"request to {msg.topic} timed out after {timeout_s:g} s waiting for its reply "
+                                     f"(correlation id {correlation})") from None
+        finally:
+            self._replies.forget(correlation)
+
+    async def recall(self, topic: str, recall_handle: str) -> str:
+        """Take back a message due later (sent with ``TIMER_DELIVER_MS`` / ``TIMER_DELAY_SEC`` /
+        ``TIMER_DELAY_MS``; its SendResult's ``recall_handle``) before it is delivered; returns its id.
+        The handle names the broker that holds it."""
+        try:
+            broker = base64.b64decode(recall_handle.encode(), altchars=b"-_", validate=True).decode().split(" ")[2]
+        except (ValueError, IndexError, UnicodeError):
+            raise MQClientError(-1, f"recall handle {recall_handle[:60]!r} is not a v1 recall handle") from None
+        addr = await self._broker_addr(MessageQueue(topic, broker, 0))
+        return await self.instance.api.recall(addr, topic, recall_handle, self.group)
 
     async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None) -> None:
         self._prepare(msg)

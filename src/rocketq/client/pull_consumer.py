@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 
-from rocketq.client.consumer import ConsumerBase, parse_expression
+from rocketq.client.consumer import ConsumerBase
 from rocketq.client.model import MessageQueue, MQClientError, PullStatus
 
 log = logging.getLogger("rocketq.client")
@@ -91,6 +91,9 @@ class LitePullConsumer(ConsumerBase):
         self.offsets.update(mq, offset)
         await self._queue_added(mq, expression)
 
+    async def reset_queue(self, mq: MessageQueue, offset: int) -> None:
+        await self.seek(mq, offset)
+
     async def commit(self) -> None:
         await self.offsets.persist()
 
@@ -123,7 +126,7 @@ class LitePullConsumer(ConsumerBase):
         return out
 
     async def _pull_loop(self, mq: MessageQueue, expression: str, generation: int) -> None:
-        tags = parse_expression(expression)
+        tags = self.tags_of(mq.topic, expression)
         offset = self._seek_to.pop(mq, None)
         while True:
             offset, result, msgs = await self.pull_once(mq, offset, expression, tags, PULL_SUSPEND_MS)

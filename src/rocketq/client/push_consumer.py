@@ -26,7 +26,7 @@ import inspect
 import logging
 from collections.abc import Callable
 
-from rocketq.client.consumer import PULL_ERROR_BACKOFF_S, ConsumerBase, parse_expression
+from rocketq.client.consumer import PULL_ERROR_BACKOFF_S, ConsumerBase
 from rocketq.client.model import ConsumeResult, MessageModel, MessageQueue, MQClientError, PullStatus
 
 log = logging.getLogger("rocketq.client")
@@ -135,7 +135,7 @@ class PushConsumer(ConsumerBase):
     # -- pulling -----------------------------------------------------------------------------
 
     async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, expression: str) -> None:
-        tags = parse_expression(expression)
+        tags = self.tags_of(mq.topic, expression)
         offset = None
         while not pq.dropped:
             if self.orderly and self.model == MessageModel.CLUSTERING and not pq.locked:

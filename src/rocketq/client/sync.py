@@ -24,6 +24,7 @@ import inspect
 import threading
 
 from rocketq.client import admin as _admin
+from rocketq.client import pop_consumer as _pop
 from rocketq.client import producer as _producer
 from rocketq.client import pull_consumer as _pull
 from rocketq.client import push_consumer as _push
@@ -97,6 +98,12 @@ class PushConsumer(_SyncWrapper):
 
 class LitePullConsumer(_SyncWrapper):
     _cls = _pull.LitePullConsumer
+    _open = ""
+
+
+class PopConsumer(_SyncWrapper):
+    _cls = _pop.PopConsumer
+    _close = "close"
     _open = ""
 
 

@@ -19,6 +19,7 @@ SYSTEM_TOPICS = frozenset({
     "OFFSET_MOVED_EVENT",
 })
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"
 
 # The group RocketMQ's own tools read with (mqadmin, the dashboard): rocketq's CLI does the same
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
@@ -42,6 +43,8 @@ def topic_kind(topic: str, clusters: Collection[str] = (), brokers: Collection[s
         return SYSTEM
     if topic in clusters:
         return CLUSTER
+    if topic.endswith(REPLY_TOPIC_SUFFIX) and topic[:-len(REPLY_TOPIC_SUFFIX)] in clusters:
+        return SYSTEM                             # request-reply's <cluster>_REPLY_TOPIC
     if topic in brokers:
         return BROKER
     return USER

@@ -9,13 +9,15 @@ loses nothing: what was popped for it is in flight and comes back after its invi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
+from rocketq.broker.pop.pop_state import Handle
+from rocketq.broker.pop.popping import PopError, Popper
 from rocketq.common.validation import topic_error
-from rocketq.grpc_endpoint.pop_state import Handle
-from rocketq.grpc_endpoint.popping import Popper, pop_retry_topic
+from rocketq.filter import Subscription
+from rocketq.grpc_endpoint.convert import stored_to_v2
+from rocketq.grpc_endpoint.filtering import grpc_filter
 from rocketq.grpc_endpoint.protocol import Code, V2Error, duration_ms, ms_timestamp, spb, status
 from rocketq.grpc_endpoint.route import topic_config
 from rocketq.grpc_endpoint.sessions import metadata
@@ -51,14 +53,11 @@ class ConsumerService:
                                                        f"{least}..{s.max_invisible_ms} ms")
         return value_ms
 
-    @staticmethod
-    def tags(expression) -> set[str] | None:
-        if expression.type == 2:                    # FilterType.SQL
-            raise V2Error(Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filter expressions are not supported by rocketq")
-        text = expression.expression.strip()
-        if not text or text == "*":
-            return None
-        return {t.strip() for t in text.split("||") if t.strip()}
+    def filter_of(self, expression) -> Subscription | None:
+        """The request's FilterExpression as a subscription (None: everything); a bad SQL92
+        selector is ILLEGAL_FILTER_EXPRESSION naming the position, SQL92 on a broker without
+        ``enablePropertyFilter`` NOT_IMPLEMENTED."""
+        return grpc_filter(self._broker, expression)
 
     # -- ReceiveMessage --------------------------------------------------------------------------
 
@@ -68,42 +67,23 @@ class ConsumerService:
         except V2Error as exc:
             yield spb.ReceiveMessageResponse(status=exc.to_status())
             return
-        group, topic, queue_ids, batch, invisible, tags, wait_s, renew_for = plan
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + wait_s
-        watched = [topic, pop_retry_topic(group, topic)]
-        messages = []
-        while True:
-            fut = self._popper.watch(watched)
-            try:
-                async with self._popper.lock:
-                    messages = await self._popper.pop(group, topic, queue_ids, batch=batch, invisible_ms=invisible,
-                                                      tags=tags, namespace=req.group.resource_namespace,
-                                                      renew_for=renew_for)
-                    more = self._popper.cut_short       # a backlog not yet read through (other tags)
-                left = give_up - loop.time()
-                if messages or left <= 0:
-                    break
-                if more:
-                    await asyncio.sleep(0)              # let acks and other receives have the lock, then read on
-                    continue
-                await asyncio.wait({fut}, timeout=min(left, self._next_expiry_s()))
-            except V2Error as exc:
-                yield spb.ReceiveMessageResponse(status=exc.to_status())
-                return
-            finally:
-                self._popper.unwatch(watched, fut)
-        if messages:
+        group, topic, queue_ids, batch, invisible, sub, wait_s, renew_for = plan
+        try:
+            popped = await self._popper.receive(group, topic, queue_ids, batch=batch, invisible_ms=invisible, sub=sub,
+                                                wait_s=wait_s, renew_for=renew_for)
+        except PopError as exc:
+            yield spb.ReceiveMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR, exc.message))
+            return
+        if popped:
             yield spb.ReceiveMessageResponse(status=status())
-            for m in messages:
-                yield spb.ReceiveMessageResponse(message=m)
+            namespace = req.group.resource_namespace
+            for p in popped:
+                yield spb.ReceiveMessageResponse(message=stored_to_v2(
+                    p.message, topic=topic, namespace=namespace, receipt_handle=p.handle(), invisible_ms=invisible,
+                    attempt=p.entry.attempt))
         else:
             yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
         yield spb.ReceiveMessageResponse(delivery_timestamp=ms_timestamp(int(time.time() * 1000)))
-
-    def _next_expiry_s(self) -> float:
-        nxt = self._popper.state.next_deadline_ms()
-        return 1.0 if nxt is None else max(0.01, min(1.0, nxt / 1000 - time.time() + 0.01))
 
     def _plan(self, req, context):
         group = self.group(req.group.name)
@@ -121,12 +101,12 @@ class ConsumerService:
             invisible = self._settings.default_invisible_ms
         else:
             raise V2Error(Code.ILLEGAL_INVISIBLE_TIME, "a receive without auto-renew needs an invisible duration")
-        tags = self.tags(req.filter_expression) if req.HasField("filter_expression") else None
+        sub = self.filter_of(req.filter_expression) if req.HasField("filter_expression") else None
         wait_s = long_polling_s(req, context, self._settings)
         renew_for = None
         if req.auto_renew and not req.HasField("invisible_duration"):
             renew_for = metadata(context).get("x-mq-client-id") or None
-        return group, topic, queue_ids, batch, invisible, tags, wait_s, renew_for
+        return group, topic, queue_ids, batch, invisible, sub, wait_s, renew_for
 
     # -- acks ------------------------------------------------------------------------------------
 
@@ -140,7 +120,7 @@ class ConsumerService:
         async with self._popper.lock:
             for entry in req.entries:
                 try:
-                    found = self._popper.in_flight(group, req.topic.name, entry.receipt_handle, repeat_ok=True)
+                    found = _in_flight(self._popper, group, req.topic.name, entry.receipt_handle, repeat_ok=True)
                     if found is not None:
                         self._popper.finish(*found)
                     st = status()
@@ -158,7 +138,7 @@ class ConsumerService:
             # asks for its backoff, which starts at 1 s, and retries a refused nack forever
             invisible = self.invisible_ms(duration_ms(req.invisible_duration), least_ms=0)
             async with self._popper.lock:
-                key, e = self._popper.in_flight(group, req.topic.name, req.receipt_handle)
+                key, e = _in_flight(self._popper, group, req.topic.name, req.receipt_handle)
                 e2 = self._popper.change(key, e, invisible)
         except V2Error as exc:
             return spb.ChangeInvisibleDurationResponse(status=exc.to_status())
@@ -170,12 +150,14 @@ class ConsumerService:
             group = self.group(req.group.name)
             _check_topic(req.topic.name)
             async with self._popper.lock:
-                key, e = self._popper.in_flight(group, req.topic.name, req.receipt_handle)
+                key, e = _in_flight(self._popper, group, req.topic.name, req.receipt_handle)
                 m = self._popper.read(key, e.offset)
                 if m is None:
                     self._popper.finish(key, e)
                 else:
                     await self._popper.dead_letter(key, e, m)
+        except PopError as exc:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.INTERNAL_SERVER_ERROR, exc.message))
         except V2Error as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=exc.to_status())
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status())
@@ -193,6 +175,14 @@ def long_polling_s(req, context, settings: EndpointSettings) -> float:
     if remaining is not None:
         wait_s = max(0.0, min(wait_s, remaining - DEADLINE_MARGIN_S))
     return wait_s
+
+
+def _in_flight(popper: Popper, group: str, topic: str, receipt_handle: str, *, repeat_ok: bool = False):
+    """:meth:`Popper.in_flight`, its refusals as INVALID_RECEIPT_HANDLE."""
+    try:
+        return popper.in_flight(group, topic, receipt_handle, repeat_ok=repeat_ok)
+    except PopError as exc:
+        raise V2Error(Code.INVALID_RECEIPT_HANDLE, exc.message) from None
 
 
 def _check_topic(topic: str) -> None:

@@ -7,11 +7,11 @@ Usage (on the broker's event loop)::
     await endpoint.close()          # before broker.close()
 
 It shares the broker's store, topics, groups, consumer offsets, long polling, timer and
-transaction machinery, so a message sent over one protocol is consumed over the other.  Owned
-here: the pop log (``<storePath>/grpc/pop.log``); the timer (``<storePath>/timer/``) is the
-broker's (:mod:`rocketq.broker.timer`) and runs with the endpoint off too.  A housekeeping task
-brings back messages whose invisible time is over, fsyncs the pop log once a second, compacts it
-when it grows, and forgets silent clients.
+transaction machinery, so a message sent over one protocol is consumed over the other.  The pop
+state (``<storePath>/grpc/pop.log``) is the broker's (:mod:`rocketq.broker.pop`), shared with
+remoting POP_MESSAGE, and so is the timer (:mod:`rocketq.broker.timer`).  A housekeeping task of
+the endpoint's renews the messages of push consumers' auto-renew receives while their client is
+alive, and forgets silent clients.
 
 Served: QueryRoute, Heartbeat, QueryAssignment, NotifyClientTermination, Telemetry, SendMessage,
 EndTransaction, RecallMessage (:mod:`~rocketq.grpc_endpoint.producer_service`), ReceiveMessage,
@@ -40,16 +40,12 @@ import contextlib
 import functools
 import logging
 import time
-from pathlib import Path
 
 import grpc
 
 from rocketq.grpc_endpoint.auth import authorize, needed_resources, settings_resources
 from rocketq.grpc_endpoint.consumer_service import ConsumerService
 from rocketq.grpc_endpoint.limits import GRPC_MAX_CONCURRENT_RPCS, StreamStallGuard, server_options
-from rocketq.grpc_endpoint.pop_log import PopLog
-from rocketq.grpc_endpoint.pop_state import PopState
-from rocketq.grpc_endpoint.popping import Popper
 from rocketq.grpc_endpoint.producer_service import ProducerService
 from rocketq.grpc_endpoint.protocol import Code, Malformed, V2Error, pb, service_handlers, spb, spb_grpc, status
 from rocketq.grpc_endpoint.pull_service import PullService
@@ -61,7 +57,7 @@ from rocketq.remoting.tls import ServerTls
 log = logging.getLogger(__name__)
 
 HOUSEKEEPING_MAX_SLEEP_S = 0.2
-POP_LOG_SYNC_INTERVAL_S = 1.0
+SESSION_EXPIRY_INTERVAL_S = 1.0
 GRPC_MESSAGE_SLACK_BYTES = 1 << 20     # room for the envelope around a maximal body
 STOP_GRACE_S = 0.5
 
@@ -117,13 +113,7 @@ class GrpcEndpoint:
         addr = f"{self.host}:{self._requested_port}"
         self.port = (self._server.add_insecure_port(addr) if tls is None      # fails first
                      else self._server.add_secure_port(addr, grpc_server_credentials(tls)))
-        root = Path(store.config.store_path)
-        self.pop_log = PopLog(root / "grpc" / "pop.log")
-        self.pop_state = PopState(self.pop_log, clock_ms=_now_ms)
-        self.pop_state.load()
-        self.popper = Popper(self.broker, self.pop_state, clock_ms=_now_ms)
-        self._listeners = [self.popper.on_arrival]
-        store.arrival_listeners.extend(self._listeners)
+        self.pop_state, self.popper = self.broker.pop.state, self.broker.pop.popper
         self.sessions = Sessions(self.broker, self.settings)
         self.consumers = ConsumerService(self.broker, self.popper, self.settings)
         self.producers = ProducerService(self.broker, self.sessions, self.settings)
@@ -145,12 +135,6 @@ class GrpcEndpoint:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        for fn in getattr(self, "_listeners", ()):
-            if fn in self.broker.store.arrival_listeners:
-                self.broker.store.arrival_listeners.remove(fn)
-        self._listeners = []
-        if getattr(self, "pop_log", None) is not None:
-            self.pop_log.close()
         self.broker.offsets.persist()
 
     async def _housekeeping(self) -> None:
@@ -165,12 +149,8 @@ class GrpcEndpoint:
                     self.popper.renew_due(self.sessions.alive, invisible_ms=self.settings.default_invisible_ms,
                                           ahead_ms=self.settings.default_invisible_ms // 2,
                                           clear_ms=self.settings.clear_invisible_ms)
-                    await self.popper.revive_due()
-                    if self.pop_log.wants_compaction:
-                        self.pop_state.compact()
-                if time.monotonic() - last_sync >= POP_LOG_SYNC_INTERVAL_S:
+                if time.monotonic() - last_sync >= SESSION_EXPIRY_INTERVAL_S:
                     last_sync = time.monotonic()
-                    await asyncio.to_thread(self.pop_log.sync)
                     self.sessions.expire()
             except Exception:
                 log.exception("gRPC endpoint housekeeping failed; trying again")

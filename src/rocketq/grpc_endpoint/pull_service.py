@@ -32,8 +32,10 @@ the same on a slave                          MESSAGE_NOT_FOUND at the offset ask
 Refused before reading: a bad or unknown group (ILLEGAL_CONSUMER_GROUP, CONSUMER_GROUP_NOT_FOUND,
 FORBIDDEN when it may not consume), topic (ILLEGAL_TOPIC, TOPIC_NOT_FOUND, FORBIDDEN when not
 readable), a queue id that is not one of the topic's read queues (BAD_REQUEST), a negative offset
-(ILLEGAL_OFFSET), a batch size below 1 (BAD_REQUEST; above ``MAX_PULL_MESSAGES`` it is cut), an SQL
-filter (ILLEGAL_FILTER_EXPRESSION) and a negative polling time (ILLEGAL_POLLING_TIME).
+(ILLEGAL_OFFSET), a batch size below 1 (BAD_REQUEST; above ``MAX_PULL_MESSAGES`` it is cut), a malformed
+SQL92 filter (ILLEGAL_FILTER_EXPRESSION with its position; NOT_IMPLEMENTED without
+``enablePropertyFilter``) and a negative polling time (ILLEGAL_POLLING_TIME).  An SQL92 filter is
+evaluated on each message's properties (:mod:`rocketq.broker.filtered_reads`).
 
 UpdateOffset commits an offset between 0 and the queue's max offset (else ILLEGAL_OFFSET; RocketMQ's
 remoting does not check the upper end, a commit past it would only hide messages not yet written).
@@ -47,7 +49,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from rocketq.broker.pull import MAX_PULL_MESSAGES, status_code, tag_codes
+from rocketq.broker import filtered_reads
+from rocketq.broker.pull import MAX_PULL_MESSAGES, status_code
+from rocketq.filter import Subscription
 from rocketq.grpc_endpoint.consumer_service import ConsumerService, long_polling_s
 from rocketq.grpc_endpoint.convert import stored_to_v2
 from rocketq.grpc_endpoint.protocol import Code, V2Error, pb, spb, status, timestamp_ms
@@ -65,7 +69,7 @@ class _PullPlan:
     queue_id: int
     offset: int
     batch: int
-    tags: set[str] | None
+    sub: Subscription | None
     wait_s: float
     namespace: str
 
@@ -105,22 +109,23 @@ class PullService:
             raise V2Error(Code.ILLEGAL_OFFSET, f"offset {req.offset} is negative")
         if req.batch_size <= 0:
             raise V2Error(Code.BAD_REQUEST, f"batch size {req.batch_size} is not positive")
-        tags = self._consumers.tags(req.filter_expression) if req.HasField("filter_expression") else None
+        sub = self._consumers.filter_of(req.filter_expression) if req.HasField("filter_expression") else None
         wait_s = long_polling_s(req, context, self._settings)
-        return _PullPlan(topic, qid, req.offset, min(req.batch_size, MAX_PULL_MESSAGES), tags, wait_s,
+        return _PullPlan(topic, qid, req.offset, min(req.batch_size, MAX_PULL_MESSAGES), sub, wait_s,
                          req.message_queue.topic.resource_namespace)
 
     async def _read(self, p: _PullPlan) -> _Pulled:
         store, polling = self._broker.store, self._broker.long_polling
-        codes = tag_codes(" || ".join(p.tags)) if p.tags else None
+        scan = filtered_reads.scan_units_for(p.batch, self._broker.settings.max_filter_message_size)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + p.wait_s
         offset = p.offset
         for _ in range(MAX_SCAN_ROUNDS):
-            res = store.get_messages(p.topic, p.queue_id, offset, p.batch, tag_codes=codes)
+            res = filtered_reads.read(store, p.topic, p.queue_id, offset, p.batch, p.sub, scan_units=scan)
             code = status_code(res.status, offset)
             if code == ResponseCode.SUCCESS:
-                found = [m for m in res.messages if p.tags is None or m.tags in p.tags]   # hash collisions out
+                tags = p.sub.tags if p.sub is not None else None
+                found = [m for m in res.messages if tags is None or m.tags in tags]   # hash collisions out
                 if found:
                     self._broker.stats.pulled(len(found), len(res.raw), topic=p.topic)
                     return _Pulled(Code.OK, found, res.next_begin_offset)

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 from rocketq.grpc_endpoint.checkback import ENDPOINT_CLIENT_ID, GroupCheckBack, tx_group
+from rocketq.grpc_endpoint.filtering import grpc_filter
 from rocketq.grpc_endpoint.protocol import Code, Malformed, V2Error, ms_duration, pb, spb, status
 from rocketq.grpc_endpoint.settings import EndpointSettings
 
@@ -269,6 +270,9 @@ class Sessions:
                 self.register_tx_producer(session.client_id, t.name)
         elif s.WhichOneof("pub_sub") == "subscription":
             group = s.subscription.group.name
+            for entry in s.subscription.subscriptions:           # a bad selector is refused here, at subscribe
+                if entry.HasField("expression"):
+                    grpc_filter(self.broker, entry.expression)
             cfg = self.broker.groups.get(group, create=True) if group else None
             session.group = group
             out.subscription.fifo = bool(cfg and cfg.consume_message_orderly)

@@ -6,7 +6,9 @@ rocketq adds ``bindAddress``, ``namesrvListenPort``, ``grpcServerPort``, ``aclFi
 for ``tls.server.mode``; the ``tls.*`` keys are RocketMQ's TlsSystemConfig names) (the RocketMQ proxy's
 name) for the standalone server.  Later sources win::
 
-    defaults  <  file (-c broker.conf | rocketq.toml)  <  ROCKETQ_<key> environment  <  flags
+    defaults  <  file (-c broker.conf | rocketq.toml)  <  saved  <  ROCKETQ_<key> environment  <  flags
+
+(``saved``: ``<storePath>/config/broker.properties``, what ``rocketq broker config set`` wrote.)
 
 * ``.properties`` files: ``key=value`` / ``key: value`` lines, ``#`` and ``!`` comments, ``\\``
   continuations, as Java's ``Properties`` reads them.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +34,8 @@ from pathlib import Path
 
 from rocketq.broker.broker import BrokerSettings
 from rocketq.remoting.limits import ConnectionLimits
+from rocketq.broker.config_keys import BROKER_KEYS
+from rocketq.broker.runtime_config import SAVED_CONFIG_FILE
 from rocketq.remoting.tls import TlsMode, TlsServerConfig
 from rocketq.store import StoreConfig
 from rocketq.store.config import _coerce
@@ -57,33 +62,9 @@ class ServerConfig:
     warnings: tuple[str, ...] = ()
 
 
-# RocketMQ / rocketq key -> (target, field, converter from the coerced value)
-_MS_TO_S = ("ms", lambda v: int(v) / 1000)
-_BROKER_KEYS: dict[str, tuple[str, object]] = {
-    "brokerClusterName": ("cluster_name", None), "brokerName": ("broker_name", None),
-    "brokerId": ("broker_id", None), "brokerIP1": ("announce_host", None), "listenPort": ("port", None),
-    "bindAddress": ("host", None), "namesrvAddr": ("namesrv_addr", None),
-    "autoCreateTopicEnable": ("auto_create_topic", None), "defaultTopicQueueNums": ("default_topic_queue_nums", None),
-    "transactionCheckInterval": ("transaction_check_interval_s", _MS_TO_S),
-    "transactionTimeOut": ("transaction_timeout_s", _MS_TO_S), "transactionCheckMax": ("transaction_check_max", None),
-    "brokerFastFailureEnable": ("fast_failure", None), "waitTimeMillsInSendQueue": ("wait_in_send_queue_ms", None),
-    "sendThreadPoolQueueCapacity": ("send_queue_capacity", None),
-    "aclEnable": ("acl_enable", None), "aclFile": ("acl_file", None),
-    "innerClientAuthenticationCredentials": ("inner_credentials", None),
-    "validateSystemTopicWhenUpdateTopic": ("validate_system_topic", None),
-    "brokerRole": ("broker_role", None), "haListenPort": ("ha_listen_port", None),
-    "haMasterAddress": ("ha_master_address", None), "slaveReadEnable": ("slave_read_enable", None),
-    "whichBrokerWhenConsumeSlowly": ("which_broker_when_consume_slowly", None),
-    "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio", None),
-    "enableControllerMode": ("controller_mode", None), "controllerAddr": ("controller_addr", None),
-    "controllerMasterRole": ("controller_master_role", None), "controllerLeaseEnable": ("controller_lease", None),
-    "tls.enable": ("tls_enable", None), "tls.client.trustCertPath": ("tls_trust_cert_path", None),
-    "tls.client.certPath": ("tls_client_cert_path", None), "tls.client.keyPath": ("tls_client_key_path", None),
-    "timerWheelEnable": ("timer_wheel_enable", None), "timerMaxDelaySec": ("timer_max_delay_sec", None),
-    "metricsExporterType": ("metrics_exporter_type", None), "metricsPromExporterPort": ("metrics_port", None),
-    "metricsPromExporterHost": ("metrics_host", None), "traceTopicEnable": ("trace_topic_enable", None),
-    "msgTraceTopicName": ("trace_topic_name", None),
-}
+# RocketMQ / rocketq key -> (BrokerSettings field, converter from the coerced value): the broker's own table,
+# which UPDATE_BROKER_CONFIG / GET_BROKER_CONFIG use too
+_BROKER_KEYS = BROKER_KEYS
 # TLS of the listening ports (RocketMQ's TlsSystemConfig names; tlsMode is short for tls.server.mode)
 _TLS_KEYS = {"tlsMode": "mode", "tls.server.mode": "mode", "tls.server.certPath": "cert_path",
              "tls.server.keyPath": "key_path", "tls.server.trustCertPath": "trust_cert_path",
@@ -106,7 +87,7 @@ IGNORED_ROCKETMQ_KEYS = frozenset({
     "storePathCommitLog", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile",
     "fetchNamesrvAddrByAddressServer", "osPageCacheBusyTimeOutMills", "flushConsumerOffsetInterval",
     "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInMemory", "longPollingEnable",
-    "enablePropertyFilter", "isEnableBatchPush", "clusterTopicEnable", "brokerTopicEnable",
+    "isEnableBatchPush", "clusterTopicEnable", "brokerTopicEnable",
     "duplicationEnable", "mappedFileSizeTimerLog", "timerPrecisionMs",
 })
 
@@ -162,6 +143,14 @@ def read_file(path: Path) -> list[tuple[str, object, str]]:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     return read_toml(path) if path.suffix == ".toml" else read_properties(path)
+
+
+def saved_entries(entries: list[tuple[str, object, str]], default_store_path: str) -> list[tuple[str, object, str]]:
+    """What ``rocketq broker config set`` (UPDATE_BROKER_CONFIG) saved under the store root the
+    *entries* name (the last ``storePathRootDir``): loaded after the configuration file."""
+    store = next((v for k, v, _ in reversed(entries) if k == "storePathRootDir" and v), default_store_path)
+    path = Path(os.path.expanduser(str(store))) / SAVED_CONFIG_FILE
+    return read_properties(path) if path.is_file() else []
 
 
 def read_env(environ: Mapping[str, str], *, client_keys: bool = True) -> list[tuple[str, object, str]]:

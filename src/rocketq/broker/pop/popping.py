@@ -1,8 +1,15 @@
-"""Popping messages for gRPC consumer groups (RocketMQ's pop consumption), over the shared store.
+"""Popping messages for consumer groups (RocketMQ's pop consumption), over the shared store.
+
+Used by gRPC receives (:mod:`rocketq.grpc_endpoint.consumer_service`) and remoting POP_MESSAGE
+(:mod:`rocketq.broker.pop.remoting`) alike: both see one state, so a message popped over one
+protocol is in flight for the other too.  :meth:`Popper.pop` returns :class:`Popped` entries (the
+stored message and its in-flight record); each protocol makes its own receipt handle from them.
+All messages of one pop share one invisible deadline (the pop's time plus its invisible time),
+which is what a remoting client's ``extraInfo`` carries back.
 
 A receive pops from every readable queue of the topic for the group, and first from the group's
 pop retry topic ``%RETRY%<group>_<topic>`` (RocketMQ's ``KeyBuilder.buildPopRetryTopicV1``).
-Each message handed out is in flight (see :mod:`rocketq.grpc_endpoint.pop_state`) until it is
+Each message handed out is in flight (see :mod:`rocketq.broker.pop.pop_state`) until it is
 acked or its invisible time is over.  Then:
 
 * normal group: a copy goes to the pop retry topic with ``reconsumeTimes`` = the attempt just
@@ -20,8 +27,8 @@ visible, while their client is alive (see :meth:`Sessions.alive`) and within the
 Once the client is gone they come back within ``clear_invisible_ms`` (the proxy's
 ``invisibleTimeMillisWhenClear``, 1 s) instead of after the rest of their invisible time.
 
-A tag filter is applied by the store at the consume-queue level; a pop round reads each queue on
-past other tags until the batch is full, within a budget of consume-queue units per round
+A tag filter is applied by the store at the consume-queue level, an SQL92 filter on each message's
+properties as it is read; a pop round reads each queue on past what the filter drops until the batch is full, within a budget of consume-queue units per round
 (:data:`MAX_SCAN_UNITS_PER_ROUND`); a receive whose round ran out of budget starts another one at
 once (others take the lock in between) until its long-polling time is over.
 
@@ -35,17 +42,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
+from typing import NamedTuple
 
 from rocketq.broker.topic_config import TopicConfigError
-from rocketq.common.javahash import tag_hash
 from rocketq.common.sysflag import PROPERTY_UNIQ_KEY
-from rocketq.grpc_endpoint.convert import PROPERTY_RETRY_TOPIC, stored_to_v2
-from rocketq.grpc_endpoint.pop_state import Handle, InFlight, PopState, QueueKey
-from rocketq.grpc_endpoint.protocol import Code, V2Error, pb
+from rocketq.filter import Subscription
+from rocketq.broker.pop.pop_state import Handle, InFlight, PopState, QueueKey
 from rocketq.store.results import GetStatus
 
 log = logging.getLogger(__name__)
 
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
@@ -58,6 +66,37 @@ MAX_SCAN_UNITS_PER_ROUND = 50_000   # units one pop round passes over (all queue
 FILTER_READ_MAX_UNITS = 4_096      # units one store read looks at under a tag filter (~80 KB of consume queue)
 FILTER_READ_GROWTH = 4             # each read under a filter looks at this many times more units than the last
 _READ_ON = (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)   # what is read past
+
+
+class PopError(Exception):
+    """What the pop state refuses: *kind* is "malformed" (a handle that does not parse), "expired"
+    (its invisible time is over), "unknown" (acked, or replaced by a change of invisible time) or
+    "store" (the retry or dead-letter topic could not be written)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
+class Popped(NamedTuple):
+    """A message handed out: its queue (the topic's or the group's pop retry topic), the stored
+    record, and its in-flight entry (offset, version, deadline, attempt)."""
+    key: QueueKey
+    retry: bool
+    message: object
+    entry: InFlight
+
+    def handle(self) -> str:
+        """The gRPC receipt handle (see :class:`~rocketq.broker.pop.pop_state.Handle`)."""
+        e = self.entry
+        return Handle(self.retry, self.key.queue_id, e.offset, e.version, e.deadline_ms).encode()
+
+
+def _passes(sub: Subscription, m) -> bool:
+    try:
+        return sub.matches(m.properties)
+    except (UnicodeDecodeError, ValueError):       # properties that are not text pass no filter
+        return False
 
 
 def pop_retry_topic(group: str, topic: str) -> str:
@@ -76,6 +115,7 @@ class Popper:
         self.lock = asyncio.Lock()
         self._rotation = 0
         self._renew_for: str | None = None
+        self._now_ms = 0                     # the time of the pop in progress (one deadline for all it hands out)
         self._scan_left = MAX_SCAN_UNITS_PER_ROUND
         self.cut_short = False               # the last pop round stopped at its scan budget, not at the queues' ends
         self._loop = asyncio.get_running_loop()
@@ -121,10 +161,39 @@ class Popper:
         cfg = self._broker.groups.get(group)
         return bool(cfg and cfg.consume_message_orderly)
 
+    async def receive(self, group: str, topic: str, queue_ids: list[int], *, batch: int, invisible_ms: int,
+                      sub: Subscription | None, wait_s: float, renew_for: str | None = None) -> list[Popped]:
+        """:meth:`pop` under :attr:`lock`, waiting up to *wait_s* for messages (long polling):
+        woken by arrivals in the topic or its pop retry topic, and by invisible times running out."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + wait_s
+        watched = [topic, pop_retry_topic(group, topic)]
+        while True:
+            fut = self.watch(watched)
+            try:
+                async with self.lock:
+                    got = await self.pop(group, topic, queue_ids, batch=batch, invisible_ms=invisible_ms, sub=sub,
+                                         renew_for=renew_for)
+                    more = self.cut_short               # a backlog not yet read through (filtered out)
+                left = give_up - loop.time()
+                if got or left <= 0:
+                    return got
+                if more:
+                    await asyncio.sleep(0)              # let acks and other receives have the lock, then read on
+                    continue
+                await asyncio.wait({fut}, timeout=min(left, self._next_expiry_s()))
+            finally:
+                self.unwatch(watched, fut)
+
+    def _next_expiry_s(self) -> float:
+        nxt = self.state.next_deadline_ms()
+        return 1.0 if nxt is None else max(0.01, min(1.0, nxt / 1000 - time.time() + 0.01))
+
     async def pop(self, group: str, topic: str, queue_ids: list[int], *, batch: int, invisible_ms: int,
-                  tags: set[str] | None, namespace: str, renew_for: str | None = None) -> list[pb.Message]:
+                  sub: Subscription | None, renew_for: str | None = None) -> list[Popped]:
         """Up to *batch* messages, retry topic first; the caller holds :attr:`lock`."""
-        out: list[pb.Message] = []
+        out: list[Popped] = []
+        self._now_ms = self._clock_ms()
         retry = pop_retry_topic(group, topic)
         sources = []
         if self._broker.topics.get(retry) is not None:
@@ -133,14 +202,13 @@ class Popper:
         n = len(queue_ids)
         sources += [(QueueKey(group, topic, queue_ids[(self._rotation + i) % n]), False) for i in range(n)]
         fifo = self.is_fifo(group)
-        self._renew_for = renew_for          # read by _v2; pops never overlap (the caller holds the lock)
+        self._renew_for = renew_for          # read by _popped; pops never overlap (the caller holds the lock)
         self._scan_left, self.cut_short = MAX_SCAN_UNITS_PER_ROUND, False
         try:
             for key, is_retry in sources:
                 if len(out) >= batch:
                     break
-                out += await self._pop_queue(key, is_retry, topic, batch - len(out), invisible_ms, tags, namespace,
-                                             fifo)
+                out += await self._pop_queue(key, is_retry, batch - len(out), invisible_ms, sub, fifo)
         finally:
             self._renew_for = None
         return out
@@ -152,8 +220,9 @@ class Popper:
         store = self._broker.store
         return 0 if store.min_offset(key.topic, key.queue_id) <= 0 else store.max_offset(key.topic, key.queue_id)
 
-    async def _pop_queue(self, key: QueueKey, is_retry: bool, topic: str, want: int, invisible_ms: int,
-                         tags: set[str] | None, namespace: str, fifo: bool) -> list[pb.Message]:
+    async def _pop_queue(self, key: QueueKey, is_retry: bool, want: int, invisible_ms: int,
+                         sub: Subscription | None, fifo: bool) -> list[Popped]:
+        self._broker.offsets.take_reset(key.group, key.topic, key.queue_id)   # applied to the state already
         q = self.state.queue(key, lambda: self._initial_offset(key))
         out = []
         if fifo and q.inflight:
@@ -169,24 +238,27 @@ class Popper:
                         self.finish(key, e)
                     continue
                 if len(out) < want:
-                    e2 = self.state.pop(key, e.offset, invisible_ms=invisible_ms, attempt=e.attempt + 1)
-                    out.append(self._v2(key, is_retry, topic, m, e2, invisible_ms, namespace))
+                    e2 = self.state.pop(key, e.offset, invisible_ms=invisible_ms, attempt=e.attempt + 1,
+                                        now_ms=self._now_ms)
+                    out.append(self._popped(key, is_retry, m, e2))
             if q.inflight:
                 return out
         with self.state.batched():                      # one write to the pop log for the round
-            out += self._scan(key, q, is_retry, topic, want - len(out), invisible_ms, tags, namespace)
+            out += self._scan(key, q, is_retry, want - len(out), invisible_ms, sub)
         self._commit(key)
         return out
 
-    def _scan(self, key: QueueKey, q, is_retry: bool, topic: str, want: int, invisible_ms: int,
-              tags: set[str] | None, namespace: str) -> list[pb.Message]:
+    def _scan(self, key: QueueKey, q, is_retry: bool, want: int, invisible_ms: int,
+              sub: Subscription | None) -> list[Popped]:
         """Read *key*'s queue on from its pop offset until *want* messages matched, the queue ends,
         or the round's scan budget is spent (then :attr:`cut_short` is set).  Under a tag filter
         the store skips other tags at the consume-queue level; each read looks at more units
         than the last (dense matches stay cheap, a backlog of other tags is crossed in few
-        reads).  The pop offset advances past everything looked at, taken or filtered out."""
-        codes = {tag_hash(t) for t in tags} if tags is not None else None
-        out: list[pb.Message] = []
+        reads).  An SQL92 filter is evaluated on each message read.  The pop offset advances past
+        everything looked at, taken or filtered out."""
+        filtering = sub is not None and not sub.is_all
+        codes = sub.codes if filtering else None
+        out: list[Popped] = []
         count = want
         while len(out) < want:
             if self._scan_left <= 0:
@@ -203,23 +275,22 @@ class Popper:
             self._scan_left -= res.next_begin_offset - start
             next_offset = res.next_begin_offset
             for m in res.messages:
-                if tags is not None and m.tags not in tags:
-                    continue                                  # a tags-code collision
+                if filtering and not _passes(sub, m):
+                    continue                                  # a tags-code collision, or the selector says no
                 if len(out) == want:
                     next_offset = m.queue_offset              # the rest of this read waits for the next pop
                     break
-                e = self.state.pop(key, m.queue_offset, invisible_ms=invisible_ms, attempt=m.reconsume_times + 1)
-                out.append(self._v2(key, is_retry, topic, m, e, invisible_ms, namespace))
+                e = self.state.pop(key, m.queue_offset, invisible_ms=invisible_ms, attempt=m.reconsume_times + 1,
+                                   now_ms=self._now_ms)
+                out.append(self._popped(key, is_retry, m, e))
             self.state.advance(key, next_offset)
-            count = min(count * FILTER_READ_GROWTH, FILTER_READ_MAX_UNITS) if codes is not None else want - len(out)
+            count = min(count * FILTER_READ_GROWTH, FILTER_READ_MAX_UNITS) if filtering else want - len(out)
         return out
 
-    def _v2(self, key, is_retry, topic, m, e: InFlight, invisible_ms, namespace) -> pb.Message:
+    def _popped(self, key: QueueKey, is_retry: bool, m, e: InFlight) -> Popped:
         if self._renew_for:
-            self.state.own(key, e, self._renew_for, self._clock_ms())
-        handle = Handle(is_retry, key.queue_id, e.offset, e.version, e.deadline_ms).encode()
-        return stored_to_v2(m, topic=topic, namespace=namespace, receipt_handle=handle, invisible_ms=invisible_ms,
-                            attempt=e.attempt)
+            self.state.own(key, e, self._renew_for, self._now_ms)
+        return Popped(key, is_retry, m, e)
 
     def read(self, key: QueueKey, offset: int):
         res = self._broker.store.get_messages(key.topic, key.queue_id, offset, 1)
@@ -240,17 +311,17 @@ class Popper:
         another ack record), and its proxy refuses only an expired handle."""
         handle = Handle.parse(receipt_handle)
         if handle is None:
-            raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle[:80]!r} is malformed")
+            raise PopError("malformed", f"receipt handle {receipt_handle[:80]!r} is malformed")
         key = self.key_of(group, topic, handle)
         e = self.state.find(key, handle)
         if e is not None:
             return key, e
         if handle.deadline_ms <= self._clock_ms():
-            raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle!r} of group {group!r} topic "
+            raise PopError("expired", f"receipt handle {receipt_handle!r} of group {group!r} topic "
                                                        f"{topic!r} has expired")
         if repeat_ok:
             return None
-        raise V2Error(Code.INVALID_RECEIPT_HANDLE, f"receipt handle {receipt_handle!r} of group {group!r} topic "
+        raise PopError("unknown", f"receipt handle {receipt_handle!r} of group {group!r} topic "
                                                    f"{topic!r} names no message in flight (acked, or replaced by "
                                                    "ChangeInvisibleDuration)")
 
@@ -341,7 +412,7 @@ class Popper:
     async def _put(self, msg) -> None:
         r = await self._broker.store.put_message_async(msg)
         if r.physical_offset < 0:
-            raise V2Error(Code.INTERNAL_SERVER_ERROR, f"storing into {msg.topic!r} failed: {r.status} {r.error or ''}")
+            raise PopError("store", f"storing into {msg.topic!r} failed: {r.status} {r.error or ''}")
         self._broker.replication.notify()
 
     async def revive_due(self) -> int:
@@ -353,7 +424,7 @@ class Popper:
                 continue
             try:
                 await self.revive(key, e)
-            except V2Error as exc:
+            except PopError as exc:
                 log.warning("reviving %s offset %d failed (trying again shortly): %s", key, e.offset, exc.message)
                 self.state.defer(key, e, REVIVE_RETRY_MS)
         return len(due)

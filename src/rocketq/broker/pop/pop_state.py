@@ -1,4 +1,4 @@
-"""Which messages each gRPC consumer group has in flight, until when, and the receipt handles.
+"""Which messages each pop consumer group has in flight, until when, and the receipt handles.
 
 State per (group, queue topic, queue id): the next offset to pop and the messages handed out and
 not yet acked, each with a receipt-handle version, its invisible deadline and delivery attempt.
@@ -6,7 +6,7 @@ Messages of a push consumer's auto-renew receive also have a :class:`Renewal` na
 logged too, so that a restarted broker goes on renewing them while that client is alive.
 The group's committed consumer offset (shared with remoting consumers) is the lowest offset still
 in flight, or the next offset to pop when nothing is.  Every change is written to the
-:class:`~rocketq.grpc_endpoint.pop_log.PopLog` before it is acted on, so a restarted broker knows
+:class:`~rocketq.broker.pop.pop_log.PopLog` before it is acted on, so a restarted broker knows
 exactly what was in flight and brings it back when its invisible time is over.
 
 Receipt handle (opaque to clients, who only echo it)::
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from rocketq.grpc_endpoint.pop_log import ACKED, NEXT, POPPED, RENEWING, PopLog, PopRecord
+from rocketq.broker.pop.pop_log import ACKED, NEXT, POPPED, RENEWING, PopLog, PopRecord
 
 
 class QueueKey(NamedTuple):
@@ -145,6 +145,9 @@ class PopState:
 
     # -- queries -----------------------------------------------------------------------------
 
+    def now_ms(self) -> int:
+        return self._clock_ms()
+
     def queue(self, key: QueueKey, initial_offset: Callable[[], int]) -> QueueState:
         q = self.queues.get(key)
         if q is None:
@@ -184,9 +187,9 @@ class PopState:
         """A block whose log records are written together at its end (no await inside)."""
         return self._log.batch()
 
-    def pop(self, key: QueueKey, offset: int, *, invisible_ms: int, attempt: int) -> InFlight:
+    def pop(self, key: QueueKey, offset: int, *, invisible_ms: int, attempt: int, now_ms: int | None = None) -> InFlight:
         self._version += 1
-        e = InFlight(offset, self._version, self._clock_ms() + invisible_ms, attempt)
+        e = InFlight(offset, self._version, (self._clock_ms() if now_ms is None else now_ms) + invisible_ms, attempt)
         self._log.append([PopRecord(POPPED, key.group, key.topic, key.queue_id, offset, e.version, e.deadline_ms,
                                     attempt)])
         q = self.queues[key]
@@ -221,6 +224,18 @@ class PopState:
         q = self.queues[key]
         if q.inflight.get(e.offset) is e:
             del q.inflight[e.offset]
+
+    def reset(self, key: QueueKey, next_offset: int) -> None:
+        """An operator moved the group's offset: pop from *next_offset* on, nothing in flight.  The
+        log is rewritten (a NEXT record only ever moves a queue forward on replay)."""
+        q = self.queues.get(key)
+        if q is None:
+            return
+        for offset in list(q.inflight):
+            self.renewing.pop((key, offset), None)
+        q.inflight.clear()
+        q.next_offset = next_offset
+        self.compact()
 
     def own(self, key: QueueKey, e: InFlight, client_id: str, since_ms: int) -> None:
         """From now on the server renews *e* for *client_id* (until :meth:`disown`, a nack or an ack)."""

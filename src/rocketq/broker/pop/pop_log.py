@@ -1,4 +1,4 @@
-"""The pop log: invisible-time state of gRPC consumers, kept across broker restarts.
+"""The pop log: invisible-time state of pop consumers (gRPC and remoting), kept across broker restarts.
 
 File ``<storePath>/grpc/pop.log``, append-only, one record per change, big-endian::
 
