@@ -60,3 +60,29 @@ def test_send_answers_the_requested_queue_for_a_half_message(tmp_path):
             assert r.code == ResponseCode.SUCCESS, r.remark
             assert r.ext_fields["queueId"] == "2"
     asyncio.run(scenario())
+
+
+def test_batch_whose_properties_lack_the_final_separator_is_stored(tmp_path):
+    """rocketmq-client 4.9.8 writes each batch record's properties without the ``\\x02`` after the last
+    pair (its messageProperties2String drops it); Java's broker takes that, rocketq answered
+    MESSAGE_ILLEGAL "properties are not k\\x01v\\x02 pairs" to every 4.x batch."""
+    from rocketq.broker.send import encode_batch
+    from rocketq.client.api import split_records
+
+    async def scenario():
+        async with servers(tmp_path) as env:
+            body = encode_batch([(0, b"one", "KEYS\x01k1\x02UNIQ_KEY\x01U1\x02TAGS\x01T"),
+                                 (0, b"two", "KEYS\x01k2\x02UNIQ_KEY\x01U2\x02TAGS\x01T\x02")])
+            cmd = RemotingCommand.create_request(RequestCode.SEND_BATCH_MESSAGE, {
+                "a": "PID_COMPAT", "b": "Batch4x", "c": "TBW102", "d": 4, "e": 1, "f": 0,
+                "g": int(time.time() * 1000), "h": 0, "i": "WAIT\x01true", "j": 0, "k": False, "m": True}, body)
+            r = await env.client.invoke(cmd, timeout_s=10)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            await _wait_max_offset(env, "Batch4x", 1, 2)
+            pulled = await invoke(env.client, RequestCode.PULL_MESSAGE, {
+                "consumerGroup": "G", "topic": "Batch4x", "queueId": 1, "queueOffset": 0, "maxMsgNums": 8,
+                "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
+            msgs = split_records(pulled.body)
+            assert [(m.body, m.keys, m.tags, m.uniq_key) for m in msgs] == [
+                (b"one", ["k1"], "T", "U1"), (b"two", ["k2"], "T", "U2")]
+    asyncio.run(scenario())

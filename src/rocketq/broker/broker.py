@@ -36,7 +36,7 @@ from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.replication import Replication
 from rocketq.broker.send import (STATUS_CODES, batch_messages, decode_batch, message_from_header, route_single,
-                                 send_header)
+                                 send_header, terminate_properties)
 from rocketq.broker.send_back import consumer_send_back
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
@@ -432,7 +432,7 @@ class Broker:
                       born_timestamp=cmd.get_int("bornTimestamp", 0), born_host=_host_of(conn),
                       reconsume_times=cmd.get_int("reconsumeTimes", 0))
         try:
-            msgs = self.store.stage_wire_batch(cmd.body or b"", **header)
+            msgs = self._stage_batch(cmd.body or b"", header)
         except PutError as exc:
             return RemotingCommand.create_response(cmd, STATUS_CODES[exc.status], exc.reason)
         except BatchFormatError as exc:
@@ -456,6 +456,15 @@ class Broker:
         first = rs[0]
         return RemotingCommand.create_response(cmd, code, None, {
             "msgId": rs.joined_msg_ids(), "queueId": first.queue_id, "queueOffset": first.queue_offset})
+
+    def _stage_batch(self, body: bytes, header: dict):
+        try:
+            return self.store.stage_wire_batch(body, **header)
+        except PutError:
+            fixed = terminate_properties(body)        # a RocketMQ 4.x client's batch: retried once, rewritten
+            if fixed is None:
+                raise
+            return self.store.stage_wire_batch(fixed, **header)
 
     # -- clients -----------------------------------------------------------------------------
 
