@@ -86,3 +86,22 @@ def test_batch_whose_properties_lack_the_final_separator_is_stored(tmp_path):
             assert [(m.body, m.keys, m.tags, m.uniq_key) for m in msgs] == [
                 (b"one", ["k1"], "T", "U1"), (b"two", ["k2"], "T", "U2")]
     asyncio.run(scenario())
+
+
+def test_lite_pull_message_is_a_pull(tmp_path):
+    """DefaultLitePullConsumer (rocketmq-client 4.9.x and 5.x) pulls with LITE_PULL_MESSAGE (361), which Java's
+    broker serves with its pull processor; rocketq answered REQUEST_CODE_NOT_SUPPORTED, so the consumer
+    never read anything."""
+    from rocketq.client.api import split_records
+
+    async def scenario():
+        async with servers(tmp_path) as env:
+            r = await env.client.invoke(_send_v2("LitePulled", 0, "TAGS\x01T\x02KEYS\x01lp\x02"), timeout_s=10)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            await _wait_max_offset(env, "LitePulled", 0, 1)
+            pulled = await invoke(env.client, RequestCode.LITE_PULL_MESSAGE, {
+                "consumerGroup": "G", "topic": "LitePulled", "queueId": 0, "queueOffset": 0, "maxMsgNums": 8,
+                "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
+            assert pulled.code == ResponseCode.SUCCESS, (pulled.code, pulled.remark)
+            assert [(m.body, m.keys) for m in split_records(pulled.body)] == [(b"payload", ["lp"])]
+    asyncio.run(scenario())

@@ -12,8 +12,8 @@ request                                names (and what an ordinary account needs
 =====================================  =======================================================
 SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE topic: PUB (a ``%RETRY%group`` topic: SUB on the group);
                                        producerGroup: named only
-PULL_MESSAGE, QUERY/UPDATE_CONSUMER_   topic: SUB, consumerGroup: SUB
-OFFSET
+(LITE_)PULL_MESSAGE, QUERY/UPDATE_   topic: SUB, consumerGroup: SUB
+CONSUMER_OFFSET
 QUERY_MESSAGE                          topic: SUB
 GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_  topic: PUB or SUB (RocketMQ 5.3: GET on the topic)
 TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
@@ -176,6 +176,7 @@ _ADMIN = Needs(True)
 TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     **{code: _send for code in SEND_CODES},
     RequestCode.PULL_MESSAGE: _topic_and_group,
+    RequestCode.LITE_PULL_MESSAGE: _topic_and_group,
     RequestCode.QUERY_CONSUMER_OFFSET: _topic_and_group,
     RequestCode.UPDATE_CONSUMER_OFFSET: _topic_and_group,
     RequestCode.QUERY_MESSAGE: _topic(SUB),
@@ -212,6 +213,7 @@ def needs_of(cmd: RemotingCommand) -> Needs:
 _HOT_NAMES = {
     **{code: ("topic", "b", "producerGroup", "a", False) for code in SEND_CODES},
     RequestCode.PULL_MESSAGE: ("topic", None, "consumerGroup", None, True),
+    RequestCode.LITE_PULL_MESSAGE: ("topic", None, "consumerGroup", None, True),
 }
 
 

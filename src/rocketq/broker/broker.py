@@ -2,7 +2,7 @@
 
 Served: SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (with fast failure, see
 :mod:`rocketq.broker.flow_control`), PULL_MESSAGE with long polling and RocketMQ's status-to-code
-mapping, QUERY / UPDATE_CONSUMER_OFFSET, GET_MAX / GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
+mapping (also as LITE_PULL_MESSAGE, which DefaultLitePullConsumer sends), QUERY / UPDATE_CONSUMER_OFFSET, GET_MAX / GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
 GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, HEART_BEAT, UNREGISTER_CLIENT,
 GET_CONSUMER_LIST_BY_GROUP, LOCK / UNLOCK_BATCH_MQ, CONSUMER_SEND_MSG_BACK, END_TRANSACTION, and the
 admin requests of :mod:`rocketq.broker.admin`.  Everything else is answered
@@ -221,6 +221,7 @@ class Broker:
                                              st.access_message_in_memory_max_ratio),
                                  is_slave=lambda: getattr(getattr(self, "replication", None), "role", "") == "SLAVE")
         self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
+        self._handlers[RequestCode.LITE_PULL_MESSAGE] = self._pull.handle    # Java's lite pull consumer: the same read
         await self.server.serve()
         self.replication = Replication(self)
         # haListenPort defaults to listenPort + 1, or any free port when the broker's own port was 0

@@ -62,6 +62,7 @@ class RequestCode(IntEnum):
     GET_CONSUMER_RUNNING_INFO = 307       # broker -> consumer
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    LITE_PULL_MESSAGE = 361               # PULL_MESSAGE from a DefaultLitePullConsumer (its own pool in Java)
     BROKER_HEARTBEAT = 904
     # the controller embedded in the NameServer (rocketq.namesrv.controller; RocketMQ 5's numbers,
     # JSON bodies of rocketq's own shape)
