@@ -34,7 +34,7 @@ A, P, S = "admin", "pub", "sub"
 # who may: every other identity (deny, bad-signature) is refused everywhere
 ALLOWED = {
     R.SEND_MESSAGE: {A, P}, R.SEND_MESSAGE_V2: {A, P}, R.SEND_BATCH_MESSAGE: {A, P},
-    R.PULL_MESSAGE: {A, S}, R.QUERY_MESSAGE: {A, S},
+    R.PULL_MESSAGE: {A, S}, R.LITE_PULL_MESSAGE: {A, S}, R.QUERY_MESSAGE: {A, S},
     R.QUERY_CONSUMER_OFFSET: {A, S}, R.UPDATE_CONSUMER_OFFSET: {A, S},
     R.SEARCH_OFFSET_BY_TIMESTAMP: {A, P, S}, R.GET_MAX_OFFSET: {A, P, S}, R.GET_MIN_OFFSET: {A, P, S},
     R.GET_EARLIEST_MSG_STORETIME: {A, P, S}, R.GET_TOPIC_STATS_INFO: {A, P, S},

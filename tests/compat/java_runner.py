@@ -91,6 +91,7 @@ class JavaRunner:
         args = ["java", "-Xss512k", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx512m",
                 "-cp", f"{self.classes}{os.pathsep}{self.classpath}",
                 f"-Drocketmq.client.logRoot={self.logdir / 'client-logs'}", "-Drocketmq.client.logLevel=WARN",
+                f"-Drocketmq.log.root={self.logdir / 'client-logs'}", "-Drocketmq.log.level=warn",   # 5.x
                 f"-Drocketmq.home.dir={ROCKETMQ_HOME}", f"-Duser.home={self.logdir}",
                 f"-Drocketmq.client.localOffsetStoreDir={self.logdir / 'offsets'}",
                 # the client rebalances every 20 s by default; an orderly consumer that could not lock a queue
