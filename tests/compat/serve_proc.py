@@ -4,7 +4,8 @@ restarted under the clients' feet (same ports, same store).
 Settings differ from the defaults only where a scenario would otherwise wait for minutes, each named
 here: every delay level is one second (a retry comes back in 1 s instead of 10 s+), the transaction
 check-back runs every second for half messages older than one second (RocketMQ: 60 s / 6 s), and
-the small store profile. The boot line on stdout gives the addresses; the log goes to a file in the
+the small store profile; and the message-trace topic is created at start (``traceTopicEnable``, off
+by default as in RocketMQ), as an operator who wants client traces sets it. The boot line on stdout gives the addresses; the log goes to a file in the
 test's directory, printed when a start fails.
 """
 
@@ -22,7 +23,7 @@ BOOT_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 30
 ALL_DELAYS_ONE_SECOND = " ".join(["1s"] * 18)
 FAST_SETTINGS = (f"messageDelayLevel={ALL_DELAYS_ONE_SECOND}", "transactionCheckInterval=1000",
-                 "transactionTimeOut=1000")
+                 "transactionTimeOut=1000", "traceTopicEnable=true")
 BOOT_LINE = re.compile(r"rocketq serving: NameServer")
 
 

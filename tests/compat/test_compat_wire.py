@@ -105,3 +105,32 @@ def test_lite_pull_message_is_a_pull(tmp_path):
             assert pulled.code == ResponseCode.SUCCESS, (pulled.code, pulled.remark)
             assert [(m.body, m.keys) for m in split_records(pulled.body)] == [(b"payload", ["lp"])]
     asyncio.run(scenario())
+
+
+def test_send_answers_the_unique_key_as_transaction_id(tmp_path):
+    """Java's SendMessageProcessor answers ``transactionId`` = the message's UNIQ_KEY on every send;
+    TransactionMQProducer returns it as TransactionSendResult.getTransactionId() (null from rocketq before)."""
+    async def scenario():
+        async with servers(tmp_path) as env:
+            for props in ("UNIQ_KEY\x01ABC123\x02TRAN_MSG\x01true\x02PGROUP\x01PID_COMPAT\x02", "UNIQ_KEY\x01ABC123\x02"):
+                r = await env.client.invoke(_send_v2("TxIdWire", 1, props), timeout_s=10)
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                assert r.ext_fields["transactionId"] == "ABC123"
+    asyncio.run(scenario())
+
+
+def test_trace_topic_enable_creates_the_trace_topic(tmp_path):
+    """``traceTopicEnable=true`` (RocketMQ's key, ignored by rocketq before) creates RMQ_SYS_TRACE_TOPIC with one
+    queue at start: rocketmq-client 5.x's trace dispatcher does not create it through TBW102, so without it
+    a 5.x client's message traces go nowhere."""
+    from rocketq.server.config import build
+
+    cfg = build([("traceTopicEnable", "true", "test"), ("msgTraceTopicName", "RMQ_SYS_TRACE_TOPIC", "test")])
+    assert cfg.broker.trace_topic_enable and cfg.broker.trace_topic_name == "RMQ_SYS_TRACE_TOPIC"
+
+    async def scenario():
+        async with servers(tmp_path, trace_topic_enable=True) as env:
+            route = await invoke(env.ns_client, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "RMQ_SYS_TRACE_TOPIC"})
+            assert route.code == ResponseCode.SUCCESS, route.remark
+            assert b'"writeQueueNums":1' in route.body.replace(b" ", b"")
+    asyncio.run(scenario())

@@ -173,7 +173,10 @@ def test_orderly_send_delay_level_and_transactions(remoting, compat_server):
     got = runner.run("lite_subscribe", namesrv=ns, topic=topic, group=f"{line}_delay_cg", expect=2,
                      timeoutMs=20_000)["received"]
     stored = reader.read_topic(ns, topic)
-    assert_stored_as_sent([{**s, "queueOffset": None} for s in sent], stored, topic=topic)
+    assert_stored_as_sent(sent, stored, topic=topic)
+    # the send result names the queue asked for (RocketMQ: the queue the message will reach) and the offset
+    # of the record parked in SCHEDULE_TOPIC_XXXX
+    assert sorted(s["queueId"] for s in sent) == sorted(m.queue_id for m in stored)
     assert_received_as_stored(got, stored)
     for r in got:
         assert r["storeTimestamp"] - r["bornTimestamp"] >= 900, "delivered before its delay (level 2 = 1 s here)"
@@ -204,17 +207,20 @@ def test_message_trace(remoting, compat_server):
     data = runner.run("trace", namesrv=ns, topic=topic, group=f"{line}_trace_cg", n=2, timeoutMs=20_000,
                       timeout_s=SCENARIO_TIMEOUT_S)
     ids = {s["uniqId"] for s in data["sent"]}
-    records = _trace_records(ns, ids)
+    records = _trace_records(ns, ids, line)
     kinds = defaultdict(set)
     for fields in records:
         for i in ids:
             if i in fields:
                 kinds[fields[0]].add(i)
     assert kinds["Pub"] == ids, f"publish traces for {kinds['Pub']} of {ids}"
-    assert kinds["SubBefore"] == ids and kinds["SubAfter"] == ids, dict(kinds)
+    if line == "rmq4":
+        assert kinds["SubBefore"] == ids and kinds["SubAfter"] == ids, dict(kinds)
+    # rocketmq-client 5.3.3's push consumer sends no consume trace at all (no request reaches the broker, with
+    # the trace topic present and its producer connected): only its publish traces are checked
 
 
-def _trace_records(ns: str, ids: set[str], timeout_s: float = 15) -> list[list[str]]:
+def _trace_records(ns: str, ids: set[str], line: str, timeout_s: float = 15) -> list[list[str]]:
     """Trace records (RocketMQ's trace format: fields split by \\x01, records by \\x02) that name *ids*."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -225,7 +231,8 @@ def _trace_records(ns: str, ids: set[str], timeout_s: float = 15) -> list[list[s
         records = [rec.split("\x01") for m in msgs for rec in m.body.decode().split("\x02") if rec]
         named = [r for r in records if ids & set(r)]
         kinds = {r[0] for r in named}
-        if {"Pub", "SubBefore", "SubAfter"} <= kinds or time.monotonic() > deadline:
+        if {"Pub", "SubBefore", "SubAfter"} <= kinds or time.monotonic() > deadline or (
+                "Pub" in kinds and time.monotonic() > deadline - timeout_s / 2 and line == "rmq5"):
             return named
         time.sleep(0.2)
 

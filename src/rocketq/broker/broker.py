@@ -47,6 +47,7 @@ from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction
 from rocketq.common import fastjson
 from rocketq.common.msgid import HostAddress
+from rocketq.common.sysflag import PROPERTY_UNIQ_KEY
 from rocketq.common.validation import NOT_ALLOWED_SEND_TOPICS
 from rocketq.remoting import (RemotingCommand, RemotingCommandError, RemotingServer, RequestCode, ResponseCode,
                               not_supported_response)
@@ -68,6 +69,8 @@ class BrokerSettings:
     port: int = 10911
     auto_create_topic: bool = True
     default_topic_queue_nums: int = 4
+    trace_topic_enable: bool = False         # traceTopicEnable: create the message-trace topic at start
+    trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"   # msgTraceTopicName
     namesrv_addr: str | None = None          # "host:port;host:port", RocketMQ's namesrvAddr
     broker_id: int = 0
     announce_host: str | None = None         # the address clients should use, when host is 0.0.0.0
@@ -144,7 +147,8 @@ class Broker:
         self.topics = TopicConfigManager(config_dir / "topics.json", cluster_name=settings.cluster_name,
                                          broker_name=settings.broker_name,
                                          auto_create_topic=settings.auto_create_topic,
-                                         default_queue_nums=settings.default_topic_queue_nums)
+                                         default_queue_nums=settings.default_topic_queue_nums,
+                                         trace_topic=settings.trace_topic_name if settings.trace_topic_enable else None)
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.store.consumed_offsets = self.offsets.lowest_by_queue   # cleaning under pressure keeps unread data
         self.groups = SubscriptionGroupManager(config_dir / "subscriptionGroup.json")
@@ -415,8 +419,10 @@ class Broker:
             code = await self.replication.replicated(r.physical_offset + r.wrote_bytes) or code
         # Java answers the queue the message is for, also when the store parked it elsewhere (a delayed
         # message in SCHEDULE_TOPIC_XXXX or the timer topic, a half message in the half topic)
+        # transactionId: the message's UNIQ_KEY, on every send as Java answers it; TransactionMQProducer hands it
+        # to the application (TransactionSendResult.getTransactionId) and it names the transaction in checks
         header = {"msgId": r.msg_id, "queueId": qid, "queueOffset": r.queue_offset,
-                  "recallHandle": routed.recall_handle}
+                  "transactionId": msg.properties.get(PROPERTY_UNIQ_KEY), "recallHandle": routed.recall_handle}
         return RemotingCommand.create_response(cmd, code, None if r.ok else str(r.status),
                                                {k: v for k, v in header.items() if v is not None})
 

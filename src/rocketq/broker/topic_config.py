@@ -8,7 +8,7 @@ File format (what RocketMQ writes and reads)::
      "dataVersion": {"stateVersion", "timestamp", "counter"}}
 
 ``perm`` bits: INHERIT 1, WRITE 2, READ 4 (6 = read-write).  The system topics RocketMQ creates at
-start are created here too.  With ``autoCreateTopicEnable`` the default topic ``TBW102`` carries
+start are created here too (the message-trace topic with ``traceTopicEnable``).  With ``autoCreateTopicEnable`` the default topic ``TBW102`` carries
 the INHERIT bit, and a first send to an unknown topic creates it from TBW102's queue counts
 (``createTopicInSendMessageMethod``).  Every change bumps the data version and is written
 atomically (temp file, fsync, rename, ``.bak``).
@@ -71,20 +71,22 @@ class TopicConfigError(ValueError):
 
 class TopicConfigManager:
     def __init__(self, path: Path, *, cluster_name: str, broker_name: str, auto_create_topic: bool = True,
-                 default_queue_nums: int = 4):
+                 default_queue_nums: int = 4, trace_topic: str | None = None):
         self.path = Path(path)
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self.auto_create_topic = auto_create_topic
         self.listeners: list = []          # called with no arguments after every change (re-register)
         self._lock = threading.RLock()
-        self._system_topics(cluster_name, broker_name, default_queue_nums)
+        self._system_topics(cluster_name, broker_name, default_queue_nums, trace_topic)
 
-    def _system_topics(self, cluster: str, broker: str, default_queue_nums: int) -> None:
+    def _system_topics(self, cluster: str, broker: str, default_queue_nums: int, trace_topic: str | None) -> None:
         defaults = [TopicConfig(SELF_TEST_TOPIC, 1, 1), TopicConfig(cluster, 16, 16, PERM_READ_WRITE),
                     TopicConfig(broker, 1, 1, PERM_READ_WRITE), TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
                     TopicConfig(SCHEDULE_TOPIC, 18, 18), TopicConfig(TRANS_HALF_TOPIC, 1, 1),
                     TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1)]
+        if trace_topic:              # traceTopicEnable: one queue, as RocketMQ makes it
+            defaults.append(TopicConfig(trace_topic, 1, 1))
         if self.auto_create_topic:
             defaults.append(TopicConfig(DEFAULT_TOPIC, default_queue_nums, default_queue_nums,
                                         PERM_READ_WRITE | PERM_INHERIT))

@@ -61,6 +61,7 @@ _BROKER_KEYS: dict[str, tuple[str, object]] = {
     "brokerId": ("broker_id", None), "brokerIP1": ("announce_host", None), "listenPort": ("port", None),
     "bindAddress": ("host", None), "namesrvAddr": ("namesrv_addr", None),
     "autoCreateTopicEnable": ("auto_create_topic", None), "defaultTopicQueueNums": ("default_topic_queue_nums", None),
+    "traceTopicEnable": ("trace_topic_enable", None), "msgTraceTopicName": ("trace_topic_name", None),
     "transactionCheckInterval": ("transaction_check_interval_s", _MS_TO_S),
     "transactionTimeOut": ("transaction_timeout_s", _MS_TO_S), "transactionCheckMax": ("transaction_check_max", None),
     "brokerFastFailureEnable": ("fast_failure", None), "waitTimeMillsInSendQueue": ("wait_in_send_queue_ms", None),
@@ -87,7 +88,7 @@ _SERVER_KEYS = {"namesrvListenPort": "namesrv_port", "grpcServerPort": "grpc_por
 # RocketMQ keys that load without error but change nothing here (said in a warning)
 IGNORED_ROCKETMQ_KEYS = frozenset({
     "brokerIP2", "brokerPermission", "sendMessageThreadPoolNums",
-    "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "traceTopicEnable",
+    "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage",
     "autoCreateSubscriptionGroup", "rejectTransactionMessage", "enableDLegerCommitLog",
     "storePathCommitLog", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile",
     "fetchNamesrvAddrByAddressServer", "osPageCacheBusyTimeOutMills", "flushConsumerOffsetInterval",

@@ -26,16 +26,6 @@ final class MiscScenarios {
         String topic = a.get("topic");
         int n = a.getInt("n", 2);
         DefaultMQProducer p = Clients.producer(a, a.get("group") + "-producer", null, true);
-        p.start();
-        List<Map<String, Object>> sent = new ArrayList<>();
-        try {
-            for (int i = 0; i < n; i++) {
-                Message m = new Message(topic, "traced", "trace-key-" + i, Msgs.body("trace", i));
-                sent.add(Msgs.sent("sync", m, p.send(m)));
-            }
-        } finally {
-            p.shutdown();
-        }
         ConcurrentLinkedQueue<Map<String, Object>> seen = new ConcurrentLinkedQueue<>();
         DefaultMQPushConsumer c = Clients.push(a, a.get("group"), true);
         c.subscribe(topic, "*");
@@ -43,12 +33,21 @@ final class MiscScenarios {
             msgs.forEach(m -> seen.add(Msgs.received(m)));
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
-        c.start();
+        List<Map<String, Object>> sent = new ArrayList<>();
+        // both clients up at once, as in an application: 5.x clients of one JVM share the trace producer's
+        // client instance (named after the NameServer), which the first to shut down closes
+        p.start();
         try {
+            for (int i = 0; i < n; i++) {
+                Message m = new Message(topic, "traced", "trace-key-" + i, Msgs.body("trace", i));
+                sent.add(Msgs.sent("sync", m, p.send(m)));
+            }
+            c.start();
             Msgs.await(() -> seen.size() >= n, a.getLong("timeoutMs", 30_000), n + " traced messages");
-            Thread.sleep(500);                      // the consume trace (SubAfter) is queued after the listener returns
+            Thread.sleep(a.getLong("traceFlushMs", 500));   // the consume trace (SubAfter) is queued after the listener
         } finally {
             c.shutdown();
+            p.shutdown();
         }
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("sent", sent);
