@@ -120,6 +120,14 @@ TEMPLATES = {
                                  [("group", "group", False)]),
     R.GET_CONSUME_STATS: (_topic_and_group(R.GET_CONSUME_STATS), [("group", "group", False), ("topic", "topic", True)]),
     R.DELETE_TOPIC_IN_BROKER: (_topic_only(R.DELETE_TOPIC_IN_BROKER), [("topic", "topic", False)]),
+    R.GET_TOPIC_CONFIG: (_topic_only(R.GET_TOPIC_CONFIG), [("topic", "topic", False)]),
+    R.QUERY_TOPIC_CONSUME_BY_WHO: (_topic_only(R.QUERY_TOPIC_CONSUME_BY_WHO), [("topic", "topic", False)]),
+    R.GET_PRODUCER_CONNECTION_LIST: (lambda n, o: _header(R.GET_PRODUCER_CONNECTION_LIST,
+                                                          {"producerGroup": n["producer"]}), []),
+    R.INVOKE_BROKER_TO_RESET_OFFSET: (lambda n, o: _header(R.INVOKE_BROKER_TO_RESET_OFFSET, {
+        "topic": n["topic"], "group": n["group"], "timestamp": -1, "isForce": True}), []),
+    R.GET_BROKER_CONFIG: (lambda n, o: _header(R.GET_BROKER_CONFIG, {}), []),
+    R.UPDATE_BROKER_CONFIG: (lambda n, o: _header(R.UPDATE_BROKER_CONFIG, {}, b"autoCreateTopicEnable=true\n"), []),
 }
 
 

@@ -87,20 +87,23 @@ class JavaRunner:
 
     def _start(self) -> None:
         self.logdir.mkdir(parents=True, exist_ok=True)
+        home = self.logdir / "rocketmq_home"         # a copy: the ACL scenarios write conf/tools.yml into it
+        shutil.copytree(ROCKETMQ_HOME, home, dirs_exist_ok=True)
         self.stderr_path = self.logdir / f"{self.name}.stderr"
         args = ["java", "-Xss512k", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx512m",
                 "-cp", f"{self.classes}{os.pathsep}{self.classpath}",
                 f"-Drocketmq.client.logRoot={self.logdir / 'client-logs'}", "-Drocketmq.client.logLevel=WARN",
                 f"-Drocketmq.log.root={self.logdir / 'client-logs'}", "-Drocketmq.log.level=warn",   # 5.x
-                f"-Drocketmq.home.dir={ROCKETMQ_HOME}", f"-Duser.home={self.logdir}",
+                f"-Drocketmq.home.dir={home}", f"-Duser.home={self.logdir}",
                 f"-Drocketmq.client.localOffsetStoreDir={self.logdir / 'offsets'}",
                 # the client rebalances every 20 s by default; an orderly consumer that could not lock a queue
                 # waits that long before it tries again (a client knob, not the broker's)
                 "-Drocketmq.client.rebalance.waitInterval=1000",
+                "-Djava.security.manager=allow",     # mqadmin's System.exit becomes an exception (AdminScenarios)
                 self.main_class]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=open(self.stderr_path, "ab"), text=True, encoding="utf-8",
-                                     env=dict(os.environ, ROCKETMQ_HOME=str(ROCKETMQ_HOME)))
+                                     env=dict(os.environ, ROCKETMQ_HOME=str(home)))
         self.lines = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True).start()
         ready = self._next_result(JVM_READY_TIMEOUT_S, "ready")

@@ -17,7 +17,8 @@ CONSUMER_OFFSET
 QUERY_MESSAGE                          topic: SUB
 GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_  topic: PUB or SUB (RocketMQ 5.3: GET on the topic)
 TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
-GET_TOPIC_STATS_INFO
+GET_TOPIC_STATS_INFO, GET_TOPIC_CONFIG,
+QUERY_TOPIC_CONSUME_BY_WHO
 VIEW_MESSAGE_BY_ID                     nothing named; SUB on the topic of the message found
 CONSUMER_SEND_MSG_BACK                 group: SUB; originTopic: named only; SUB on the topic of
                                        the message found
@@ -37,7 +38,9 @@ DELETE_SUBSCRIPTIONGROUP
 GET_ALL_TOPIC_CONFIG, GET_ALL_         admin (rocketq is stricter than RocketMQ, whose ACL lets any
 CONSUMER_OFFSET, GET_ALL_SUBSCRIPTION  signed account read these)
 GROUP_CONFIG, GET_ALL_DELAY_OFFSET,
-GET_BROKER_RUNTIME_INFO, any other
+GET_BROKER_RUNTIME_INFO, GET/UPDATE_
+BROKER_CONFIG, GET_PRODUCER_CONNECTION_LIST, INVOKE_BROKER_TO_RESET_
+OFFSET, any other
 =====================================  =======================================================
 
 "Found" checks need the store's answer, so the handler makes them (``Broker.authorize_found``).
@@ -199,6 +202,10 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.DELETE_TOPIC_IN_BROKER: _admin_topic,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _admin_group_body,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: lambda cmd: Needs(True, (Named("group", _field(cmd, "groupName"), None),)),
+    # mqadmin's reads about one topic (rocketq.broker.admin_ops); producer connections, resetting offsets and
+    # the broker's configuration stay admin-only (not listed)
+    RequestCode.GET_TOPIC_CONFIG: _topic(ANY),
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _topic(ANY),
 }
 
 

@@ -5,7 +5,7 @@ Served: SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (with fast failure, 
 mapping (also as LITE_PULL_MESSAGE, which DefaultLitePullConsumer sends), QUERY / UPDATE_CONSUMER_OFFSET, GET_MAX / GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
 GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, HEART_BEAT, UNREGISTER_CLIENT,
 GET_CONSUMER_LIST_BY_GROUP, LOCK / UNLOCK_BATCH_MQ, CONSUMER_SEND_MSG_BACK, END_TRANSACTION, and the
-admin requests of :mod:`rocketq.broker.admin`.  Everything else is answered
+admin requests of :mod:`rocketq.broker.admin` and :mod:`rocketq.broker.admin_ops`.  Everything else is answered
 REQUEST_CODE_NOT_SUPPORTED, as Java answers codes it has no processor for.
 
 The store's put path is synchronous and short; under SYNC_FLUSH the handler awaits the group
@@ -25,7 +25,7 @@ from pathlib import Path
 from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
-from rocketq.broker import admin, queries
+from rocketq.broker import admin, admin_ops, queries
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
 from rocketq.broker.credentials import acl_file_of, broker_credentials, parse_credentials
@@ -163,7 +163,7 @@ class Broker:
             RequestCode.CONSUMER_SEND_MSG_BACK: lambda conn, cmd: consumer_send_back(self, conn, cmd),
             RequestCode.LOCK_BATCH_MQ: self._lock_batch, RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
-            **admin.handlers(self), **queries.handlers(self),
+            **admin.handlers(self), **admin_ops.handlers(self), **queries.handlers(self),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()

@@ -85,6 +85,32 @@ _TLS_KEYS = {"tlsMode": "mode", "tls.server.mode": "mode", "tls.server.certPath"
              "tls.server.need.client.auth": "need_client_auth"}
 _SERVER_KEYS = {"namesrvListenPort": "namesrv_port", "grpcServerPort": "grpc_port"}
 
+
+def rocketmq_properties(broker: BrokerSettings, store: StoreConfig) -> dict[str, str]:
+    """The effective settings under their RocketMQ names, as Java's GET_BROKER_CONFIG lists them (values
+    as text; booleans lower case, durations in RocketMQ's units); secrets are left out."""
+    out: dict[str, str] = {}
+    for key, (name, conv) in _BROKER_KEYS.items():
+        value = getattr(broker, name)
+        if value is None or key == "innerClientAuthenticationCredentials":
+            continue
+        if conv is _MS_TO_S:
+            value = int(round(value * 1000))
+        out[key] = _text(value)
+    for key, name in StoreConfig.ROCKETMQ_KEYS.items():
+        if name and key != "mapedFileSizeCommitLog":         # the typo'd alias of mappedFileSizeCommitLog
+            out[key] = _text(getattr(store, name))
+    out["tlsMode"] = broker.tls.mode.name.lower() if hasattr(broker.tls.mode, "name") else str(broker.tls.mode)
+    return dict(sorted(out.items()))
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return " ".join(map(str, value))
+    return str(value)
+
 # RocketMQ keys that load without error but change nothing here (said in a warning)
 IGNORED_ROCKETMQ_KEYS = frozenset({
     "brokerIP2", "brokerPermission", "sendMessageThreadPoolNums",
