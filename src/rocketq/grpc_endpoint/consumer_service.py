@@ -42,11 +42,14 @@ class ConsumerService:
             raise V2Error(Code.FORBIDDEN, f"consumer group {name!r} may not consume (consumeEnable=false)")
         return name
 
-    def invisible_ms(self, value_ms: int) -> int:
+    def invisible_ms(self, value_ms: int, *, receiving: bool = True) -> int:
+        """The proxy's bounds: a receive asks for at least minInvisibleTimeMillsForRecv; a change of invisible
+        duration only for at most the maximum (a push consumer's nack asks for its retry backoff, 1 s first)."""
         s = self._settings
-        if not s.min_invisible_ms <= value_ms <= s.max_invisible_ms:
+        low = s.min_invisible_ms if receiving else 0
+        if not low <= value_ms <= s.max_invisible_ms:
             raise V2Error(Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {value_ms} ms is outside "
-                                                       f"{s.min_invisible_ms}..{s.max_invisible_ms} ms")
+                                                       f"{low}..{s.max_invisible_ms} ms")
         return value_ms
 
     @staticmethod
@@ -147,7 +150,7 @@ class ConsumerService:
         try:
             group = self.group(req.group.name)
             _check_topic(req.topic.name)
-            invisible = self.invisible_ms(duration_ms(req.invisible_duration))
+            invisible = self.invisible_ms(duration_ms(req.invisible_duration), receiving=False)
             async with self._popper.lock:
                 key, e = self._popper.in_flight(group, req.topic.name, req.receipt_handle)
                 e2 = self._popper.change(key, e, invisible)
