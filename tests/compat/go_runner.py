@@ -57,7 +57,9 @@ def run(binary: Path, scenario: str, *, timeout_s: float = 60, **args) -> dict:
     """Run one scenario; its data, or an AssertionError with what it printed."""
     words = [str(binary), scenario] + [f"{k}={v}" for k, v in args.items()]
     try:
-        proc = subprocess.run(words, capture_output=True, text=True, timeout=timeout_s)
+        # the gRPC client writes its log files under $HOME/logs: keep them in the build directory
+        proc = subprocess.run(words, capture_output=True, text=True, timeout=timeout_s,
+                              env=dict(os.environ, HOME=str(BUILD_ROOT / "go-home")))
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"go {scenario} gave no result within {timeout_s} s\n{(exc.stderr or b'')[-3000:]}")
     lines = [line[len(RESULT_PREFIX):] for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
