@@ -48,7 +48,7 @@ ALLOWED = {
     R.DELETE_SUBSCRIPTIONGROUP: {A},
     R.GET_TOPIC_CONFIG: {A, P, S}, R.QUERY_TOPIC_CONSUME_BY_WHO: {A, P, S},
     R.GET_PRODUCER_CONNECTION_LIST: {A}, R.INVOKE_BROKER_TO_RESET_OFFSET: {A},
-    R.GET_BROKER_CONFIG: {A}, R.UPDATE_BROKER_CONFIG: {A},
+    R.GET_BROKER_CONFIG: {A}, R.UPDATE_BROKER_CONFIG: {A}, R.CHECK_CLIENT_CONFIG: {A, S},
     UNSERVED: {A},
 }
 # names that keep one request from spoiling the next (the admin's delete must not take Orders away)

@@ -127,6 +127,10 @@ TEMPLATES = {
     R.INVOKE_BROKER_TO_RESET_OFFSET: (lambda n, o: _header(R.INVOKE_BROKER_TO_RESET_OFFSET, {
         "topic": n["topic"], "group": n["group"], "timestamp": -1, "isForce": True}), []),
     R.GET_BROKER_CONFIG: (lambda n, o: _header(R.GET_BROKER_CONFIG, {}), []),
+    R.CHECK_CLIENT_CONFIG: (lambda n, o: _header(R.CHECK_CLIENT_CONFIG, {}, json.dumps({
+        "clientId": "client-1", "group": n["group"],
+        "subscriptionData": {"topic": n["topic"], "subString": "*", "expressionType": "TAG"}}).encode()),
+        [("group", "group", False), ("topic", "topic", False)]),
     R.UPDATE_BROKER_CONFIG: (lambda n, o: _header(R.UPDATE_BROKER_CONFIG, {}, b"autoCreateTopicEnable=true\n"), []),
 }
 

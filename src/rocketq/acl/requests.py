@@ -31,6 +31,7 @@ GET_CONSUMER_LIST_BY_GROUP,            consumerGroup: SUB
 GET_CONSUMER_CONNECTION_LIST
 GET_CONSUME_STATS                      consumerGroup: SUB, topic (when given): PUB or SUB
 LOCK_BATCH_MQ / UNLOCK_BATCH_MQ        consumerGroup: SUB, each queue's topic: SUB
+CHECK_CLIENT_CONFIG                    group: SUB, the subscription's topic: SUB
 UPDATE_AND_CREATE_TOPIC,               admin; topic named
 DELETE_TOPIC_IN_BROKER
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,   admin; groupName named
@@ -166,6 +167,12 @@ def _consume_stats(cmd: RemotingCommand) -> Needs:
                          *_optional("topic", _field(cmd, "topic"), ANY)))
 
 
+def _check_client(cmd: RemotingCommand) -> Needs:
+    data = _body(cmd, "CheckClientRequestBody")
+    sub = data.get("subscriptionData") if isinstance(data.get("subscriptionData"), dict) else {}
+    return Needs(False, (Named("group", _text(data.get("group")), SUB), Named("topic", _text(sub.get("topic")), SUB)))
+
+
 def _admin_topic(cmd: RemotingCommand) -> Needs:
     return Needs(True, (Named("topic", _field(cmd, "topic"), None),))
 
@@ -204,6 +211,7 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.DELETE_SUBSCRIPTIONGROUP: lambda cmd: Needs(True, (Named("group", _field(cmd, "groupName"), None),)),
     # mqadmin's reads about one topic (rocketq.broker.admin_ops); producer connections, resetting offsets and
     # the broker's configuration stay admin-only (not listed)
+    RequestCode.CHECK_CLIENT_CONFIG: _check_client,
     RequestCode.GET_TOPIC_CONFIG: _topic(ANY),
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _topic(ANY),
 }

@@ -12,6 +12,8 @@ INVOKE_BROKER_TO_RESET_OFFSET       222  per queue the offset at ``timestamp`` (
                                          online client of the group (RESET_CONSUMER_CLIENT_OFFSET, oneway),
                                          body ResetOffsetBody; no client online: CONSUMER_NOT_ONLINE, and
                                          mqadmin then commits the offsets itself (its "old" way)
+CHECK_CLIENT_CONFIG                  46  SUCCESS for a TAG subscription; SQL92 is refused as Java refuses it
+                                         with enablePropertyFilter=false (its default; rocketq has no SQL92)
 GET_BROKER_CONFIG                    26  body: ``key=value`` lines, the effective settings (RocketMQ names)
 UPDATE_BROKER_CONFIG                 25  body: ``key=value`` lines; the keys in :data:`LIVE_KEYS` change at
                                          once (until restart: rocketq has no writable config file); any
@@ -44,6 +46,7 @@ def handlers(broker) -> dict:
         RequestCode.GET_PRODUCER_CONNECTION_LIST: producer_connections,
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset,
         RequestCode.GET_BROKER_CONFIG: broker_config, RequestCode.UPDATE_BROKER_CONFIG: update_broker_config,
+        RequestCode.CHECK_CLIENT_CONFIG: check_client_config,
     }
 
     def bind(fn):
@@ -108,6 +111,19 @@ async def _quietly(coro) -> None:
         await coro
     except (ConnectionError, OSError, asyncio.TimeoutError):
         pass                    # a client that left: it reads the committed offsets when it comes back
+
+
+def check_client_config(broker, cmd):
+    try:
+        data = fastjson.loads(cmd.body or b"{}")
+        sub = data.get("subscriptionData") or {}
+        expression_type = str(sub.get("expressionType") or "TAG")
+    except (ValueError, AttributeError) as exc:
+        return _error(cmd, ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"bad CheckClientRequestBody: {exc}")
+    if expression_type != "TAG":
+        return _error(cmd, ResponseCode.SYSTEM_ERROR,
+                      f"The broker does not support consumer to filter message by {expression_type}")
+    return ok(cmd)
 
 
 # -- configuration -------------------------------------------------------------------------------

@@ -219,7 +219,7 @@ class Broker:
         self.store.arrival_listeners.append(self.long_polling.notify_threadsafe)
         self.store.dispatcher.drive_from(loop)   # dispatch on the loop: no GIL hand-offs
         st = self.settings
-        self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats,
+        self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats, topic_of=self.topics.get,
                                  slave_read=(st.slave_read_enable,
                                              st.which_broker_when_consume_slowly,
                                              st.access_message_in_memory_max_ratio),
@@ -390,9 +390,17 @@ class Broker:
         return tc
 
     @staticmethod
-    def _queue_id(cmd: RemotingCommand, tc: TopicConfig) -> int:
+    def _queue_id(cmd: RemotingCommand, tc: TopicConfig, conn) -> int | RemotingCommand:
+        """The queue asked for, a random writable one for -1, or Java's SYSTEM_ERROR for a queue the topic does
+        not have (a producer whose route is older than a shrunk topic): its client then tries another queue."""
         qid = cmd.get_int("queueId", -1)
-        return random.randrange(tc.write_queue_nums) if qid < 0 else qid % tc.write_queue_nums
+        if qid < 0:
+            return random.randrange(tc.write_queue_nums)
+        if qid >= max(tc.write_queue_nums, tc.read_queue_nums):
+            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, (
+                f"request queueId[{qid}] is illegal, TopicConfig [topicName={tc.topic_name}, readQueueNums="
+                f"{tc.read_queue_nums}, writeQueueNums={tc.write_queue_nums}] Producer: {getattr(conn, 'peer', '')}"))
+        return qid
 
     async def _send(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         busy = self.replication.refuse_send(cmd) or self.flow_control.check(cmd)
@@ -402,7 +410,9 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
-        qid = self._queue_id(cmd, tc)
+        qid = self._queue_id(cmd, tc, conn)
+        if isinstance(qid, RemotingCommand):
+            return qid
         msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=qid)
         routed = route_single(msg, self.timer_policy, broker_name=self.settings.broker_name, clock_ms=_now_ms)
         if routed.refusal is not None:
@@ -434,7 +444,9 @@ class Broker:
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):
             return tc
-        qid = self._queue_id(cmd, tc)
+        qid = self._queue_id(cmd, tc, conn)
+        if isinstance(qid, RemotingCommand):
+            return qid
         header = dict(topic=tc.topic_name, queue_id=qid, sys_flag=cmd.get_int("sysFlag", 0),
                       born_timestamp=cmd.get_int("bornTimestamp", 0), born_host=_host_of(conn),
                       reconsume_times=cmd.get_int("reconsumeTimes", 0))

@@ -95,8 +95,13 @@ final class MiscScenarios {
         }
 
         static void sendOnce(DefaultMQProducer p, Message m, Map<String, Object> out) throws Exception {
+            sendOnce(p, m, out, null);
+        }
+
+        static void sendOnce(DefaultMQProducer p, Message m, Map<String, Object> out,
+                             org.apache.rocketmq.common.message.MessageQueue mq) throws Exception {
             try {
-                out.put("result", Msgs.sent("sync", m, p.send(m)));
+                out.put("result", Msgs.sent("sync", m, mq == null ? p.send(m) : p.send(m, mq)));
             } catch (MQBrokerException e) {
                 out.put("exception", e.getClass().getSimpleName());
                 out.put("responseCode", e.getResponseCode());

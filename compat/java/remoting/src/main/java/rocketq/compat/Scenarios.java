@@ -20,6 +20,8 @@ final class Scenarios {
             case "trace" -> MiscScenarios.trace(a);
             case "acl" -> MiscScenarios.acl(a);
             case "mqadmin" -> AdminScenarios.mqadmin(a);
+            case "send_to_queue" -> BadInputScenarios.sendToQueue(a);
+            case "subscribe_sql" -> BadInputScenarios.subscribeSql(a);
             default -> throw new IllegalArgumentException("no scenario " + a.name);
         };
     }
