@@ -134,3 +134,60 @@ def test_trace_topic_enable_creates_the_trace_topic(tmp_path):
             assert route.code == ResponseCode.SUCCESS, route.remark
             assert b'"writeQueueNums":1' in route.body.replace(b" ", b"")
     asyncio.run(scenario())
+
+
+def test_admin_requests_mqadmin_sends(tmp_path):
+    """The requests mqadmin needs beyond the basic admin set, answered as Java answers them (rocketq answered
+    REQUEST_CODE_NOT_SUPPORTED to each): GET_TOPIC_CONFIG, QUERY_TOPIC_CONSUME_BY_WHO, GET/UPDATE_BROKER_CONFIG,
+    INVOKE_BROKER_TO_RESET_OFFSET with no consumer online, CHECK_CLIENT_CONFIG."""
+    import json
+
+    async def scenario():
+        async with servers(tmp_path) as env:
+            r = await env.client.invoke(_send_v2("AdminWire", 0, "TAGS\x01T\x02"), timeout_s=10)
+            assert r.code == ResponseCode.SUCCESS
+            env.broker.offsets.commit("G1", "AdminWire", 0, 1)
+            r = await invoke(env.client, RequestCode.GET_TOPIC_CONFIG, {"topic": "AdminWire"})
+            assert r.code == ResponseCode.SUCCESS and json.loads(r.body)["writeQueueNums"] == 4
+            r = await invoke(env.client, RequestCode.GET_TOPIC_CONFIG, {"topic": "Nope"})
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST
+            r = await invoke(env.client, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "AdminWire"})
+            assert json.loads(r.body) == {"groupList": ["G1"]}
+            r = await invoke(env.client, RequestCode.GET_BROKER_CONFIG, {})
+            props = dict(line.split("=", 1) for line in r.body.decode().splitlines())
+            assert props["brokerName"] == "broker-a" and props["listenPort"] == str(env.broker.server.port)
+            update = RemotingCommand.create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, b"fileReservedTime=12\n")
+            assert (await env.client.invoke(update, timeout_s=10)).code == ResponseCode.SUCCESS
+            assert env.broker.store.config.file_reserved_time_hours == 12
+            fixed = RemotingCommand.create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, b"brokerName=other\n")
+            r = await env.client.invoke(fixed, timeout_s=10)
+            assert r.code == ResponseCode.INVALID_PARAMETER and "brokerName" in r.remark
+            r = await invoke(env.client, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                             {"topic": "AdminWire", "group": "G1", "timestamp": 0, "isForce": True})
+            assert r.code == ResponseCode.CONSUMER_NOT_ONLINE and "Consumer not online" in r.remark
+            for kind, code in (("TAG", ResponseCode.SUCCESS), ("SQL92", ResponseCode.SYSTEM_ERROR)):
+                check = RemotingCommand.create_request(RequestCode.CHECK_CLIENT_CONFIG, {}, json.dumps({
+                    "clientId": "c", "group": "G1", "subscriptionData": {
+                        "topic": "AdminWire", "subString": "a > 1", "expressionType": kind}}).encode())
+                assert (await env.client.invoke(check, timeout_s=10)).code == code
+    asyncio.run(scenario())
+
+
+def test_pull_refusals(tmp_path):
+    """Java's PullMessageProcessor refuses an unknown topic, a queue the topic does not have and an SQL92
+    expression before reading; rocketq read (or long-polled) them as if they were there."""
+    async def scenario():
+        async with servers(tmp_path) as env:
+            assert (await env.client.invoke(_send_v2("Pulled", 0, "TAGS\x01T\x02"), timeout_s=10)).code == 0
+            base = {"consumerGroup": "G", "queueOffset": 0, "maxMsgNums": 8, "sysFlag": 0, "commitOffset": 0,
+                    "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0}
+            r = await invoke(env.client, RequestCode.PULL_MESSAGE, {**base, "topic": "NotThere", "queueId": 0})
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST
+            r = await invoke(env.client, RequestCode.PULL_MESSAGE, {**base, "topic": "Pulled", "queueId": 4})
+            assert r.code == ResponseCode.SYSTEM_ERROR and "queueId[4] is illegal" in r.remark
+            r = await invoke(env.client, RequestCode.PULL_MESSAGE, {**base, "topic": "Pulled", "queueId": 0,
+                                                                      "expressionType": "SQL92"})
+            assert r.code == ResponseCode.SYSTEM_ERROR and "SQL92" in r.remark
+            r = await invoke(env.client, RequestCode.PULL_MESSAGE, {**base, "topic": "Pulled", "queueId": 0})
+            assert r.code == ResponseCode.SUCCESS
+    asyncio.run(scenario())
