@@ -59,3 +59,19 @@ def offsets(namesrv: str, topic: str, group: str | None = None) -> dict[int, tup
         finally:
             await api.close()
     return _run(go())
+
+
+def create_topic(broker: str, topic: str, queues: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker (host:port); the broker registers it before answering."""
+    from rocketq.remoting import RequestCode, ResponseCode
+
+    async def go():
+        api = MQClientAPI(timeout_s=CALL_TIMEOUT_S)
+        try:
+            await api.invoke(broker, RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": topic, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6,
+                "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False},
+                expect=(ResponseCode.SUCCESS,))
+        finally:
+            await api.close()
+    _run(go())

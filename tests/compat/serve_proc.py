@@ -27,10 +27,26 @@ FAST_SETTINGS = (f"messageDelayLevel={ALL_DELAYS_ONE_SECOND}", "transactionCheck
 BOOT_LINE = re.compile(r"rocketq serving: NameServer")
 
 
-def free_port() -> int:
+def free_port(*, taken: frozenset[int] = frozenset(), with_next: bool = False) -> int:
+    """A free loopback port not in *taken*; with *with_next* also the one after it free (the broker's HA port
+    is listenPort + 1)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port in taken or (with_next and (port + 1 in taken or not _bindable(port + 1))):
+            continue
+        return port
+    raise RuntimeError("no free loopback port pair found")
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 class ServeProcess:
@@ -41,8 +57,10 @@ class ServeProcess:
         self.workdir = workdir
         self.store = workdir / "store"
         self.log_path = workdir / "serve.log"
-        self.namesrv_port, self.broker_port = free_port(), free_port()
-        self.grpc_port = free_port() if grpc else None
+        self.broker_port = free_port(with_next=True)
+        taken = frozenset({self.broker_port, self.broker_port + 1})
+        self.namesrv_port = free_port(taken=taken)
+        self.grpc_port = free_port(taken=taken | {self.namesrv_port}) if grpc else None
         self.acl_file, self.extra = acl_file, extra
         self.proc: subprocess.Popen | None = None
 

@@ -217,6 +217,8 @@ final class GrpcScenarios {
         ConcurrentLinkedQueue<Map<String, Object>> seen = new ConcurrentLinkedQueue<>();
         Map<String, Boolean> ok = new ConcurrentHashMap<>();
         String failKey = a.get("failKey", "");
+        long start = System.currentTimeMillis();
+        long[] consumedAt = {0};
         try (PushConsumer c = PROVIDER.newPushConsumerBuilder().setClientConfiguration(config(a))
             .setConsumerGroup(a.get("group"))
             .setSubscriptionExpressions(Map.of(a.get("topic"), new FilterExpression("*", FilterExpressionType.TAG)))
@@ -230,8 +232,13 @@ final class GrpcScenarios {
             }).build()) {
             int expect = a.getInt("expect", 1);
             await(() -> ok.size() >= expect, a.getLong("timeoutMs", 30_000), expect + " messages consumed");
+            consumedAt[0] = System.currentTimeMillis() - start;
             Thread.sleep(a.getLong("settleMs", 500));
         }
-        return Map.of("received", new ArrayList<>(seen));
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("received", new ArrayList<>(seen));
+        out.put("consumedMs", consumedAt[0]);
+        out.put("closedMs", System.currentTimeMillis() - start);
+        return out;
     }
 }
