@@ -15,13 +15,18 @@ nothing is lost.
 from __future__ import annotations
 
 import threading
-import time
+
+import pytest
 
 import go_runner
 import reader
 from checks import assert_received_as_stored, assert_stored_as_sent, body
 from rocketq.client.sync import run as run_async
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+
+# the first test of a session may build the clients (a cold Maven / Go cache downloads them): more than
+# pytest's 300 s default; each scenario has its own, tighter timeout
+pytestmark = pytest.mark.timeout(900)
 
 LINE = "rmq5"
 REQUEST_TIMEOUT_S = 10

@@ -19,6 +19,10 @@ from checks import assert_received_as_stored, body
 from serve_proc import ServeProcess
 from test_go_remoting import _cli_body, _cli_consume, _python_read
 
+# the first test of a session may build the clients (a cold Maven / Go cache downloads them): more than
+# pytest's 300 s default; each scenario has its own, tighter timeout
+pytestmark = pytest.mark.timeout(900)
+
 
 @pytest.fixture(scope="module")
 def go_grpc():

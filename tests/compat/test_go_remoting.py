@@ -19,6 +19,10 @@ from checks import assert_received_as_stored, assert_stored_as_sent, body
 from rocketq.client import ConsumeFrom, Message
 from rocketq.client.sync import LitePullConsumer, Producer
 
+# the first test of a session may build the clients (a cold Maven / Go cache downloads them): more than
+# pytest's 300 s default; each scenario has its own, tighter timeout
+pytestmark = pytest.mark.timeout(900)
+
 CLI_TIMEOUT_S = 60
 
 

@@ -14,6 +14,10 @@ from checks import assert_received_as_stored, assert_stored_as_sent
 from rocketq.client.model import Credentials
 from serve_proc import ServeProcess
 
+# the first test of a session may build the clients (a cold Maven / Go cache downloads them): more than
+# pytest's 300 s default; each scenario has its own, tighter timeout
+pytestmark = pytest.mark.timeout(900)
+
 ACL_YAML = """\
 globalWhiteRemoteAddresses: []
 accounts:

@@ -15,6 +15,10 @@ from checks import body
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rocketq.client.sync import run as run_async
 
+# the first test of a session may build the clients (a cold Maven / Go cache downloads them): more than
+# pytest's 300 s default; each scenario has its own, tighter timeout
+pytestmark = pytest.mark.timeout(900)
+
 GRPC_MAIN = "rocketq.compat.grpc.GrpcRunner"
 
 

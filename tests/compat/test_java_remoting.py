@@ -8,12 +8,17 @@ received; committed offsets are read over the wire.
 
 from __future__ import annotations
 
-import base64
 import time
 from collections import defaultdict
 
+import pytest
+
 import reader
 from checks import assert_received_as_stored, assert_stored_as_sent, body
+
+# the first test of a session may build the clients (a cold Maven / Go cache downloads them): more than
+# pytest's 300 s default; each scenario has its own, tighter timeout
+pytestmark = pytest.mark.timeout(900)
 
 SCENARIO_TIMEOUT_S = 60
 

@@ -19,6 +19,10 @@ from rocketq.client.sync import PushConsumer
 from rocketq.client import ConsumeResult
 from rocketq.common import fastjson
 
+# the first test of a session may build the clients (a cold Maven / Go cache downloads them): more than
+# pytest's 300 s default; each scenario has its own, tighter timeout
+pytestmark = pytest.mark.timeout(900)
+
 CLUSTER = "DefaultCluster"
 
 
