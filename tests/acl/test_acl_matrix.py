@@ -34,7 +34,7 @@ A, P, S = "admin", "pub", "sub"
 # who may: every other identity (deny, bad-signature) is refused everywhere
 ALLOWED = {
     R.SEND_MESSAGE: {A, P}, R.SEND_MESSAGE_V2: {A, P}, R.SEND_BATCH_MESSAGE: {A, P},
-    R.PULL_MESSAGE: {A, S}, R.QUERY_MESSAGE: {A, S},
+    R.PULL_MESSAGE: {A, S}, R.LITE_PULL_MESSAGE: {A, S}, R.QUERY_MESSAGE: {A, S},
     R.QUERY_CONSUMER_OFFSET: {A, S}, R.UPDATE_CONSUMER_OFFSET: {A, S},
     R.SEARCH_OFFSET_BY_TIMESTAMP: {A, P, S}, R.GET_MAX_OFFSET: {A, P, S}, R.GET_MIN_OFFSET: {A, P, S},
     R.GET_EARLIEST_MSG_STORETIME: {A, P, S}, R.GET_TOPIC_STATS_INFO: {A, P, S},
@@ -51,6 +51,7 @@ ALLOWED = {
     R.POP_MESSAGE: {A, S}, R.ACK_MESSAGE: {A, S}, R.CHANGE_MESSAGE_INVISIBLETIME: {A, S}, R.BATCH_ACK_MESSAGE: {A, S},
     R.QUERY_ASSIGNMENT: {A, S}, R.RECALL_MESSAGE: {A, P}, R.SEND_REPLY_MESSAGE: {A, P}, R.SEND_REPLY_MESSAGE_V2: {A, P},
     R.INVOKE_BROKER_TO_RESET_OFFSET: {A}, R.GET_BROKER_CONFIG: {A}, R.UPDATE_BROKER_CONFIG: {A},
+    R.QUERY_TOPIC_CONSUME_BY_WHO: {A, P, S}, R.GET_PRODUCER_CONNECTION_LIST: {A},
     UNSERVED: {A},
 }
 # names that keep one request from spoiling the next (the admin's delete must not take Orders away)

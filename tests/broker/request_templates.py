@@ -74,6 +74,9 @@ TEMPLATES = {
     R.PULL_MESSAGE: (_topic_and_group(R.PULL_MESSAGE, queueOffset=0, maxMsgNums=1, sysFlag=0, commitOffset=0,
                                       suspendTimeoutMillis=0, subscription="*", subVersion=0),
                      [("topic", "topic", False), ("group", "group", False)]),
+    R.LITE_PULL_MESSAGE: (_topic_and_group(R.LITE_PULL_MESSAGE, queueOffset=0, maxMsgNums=1, sysFlag=0, commitOffset=0,
+                                           suspendTimeoutMillis=0, subscription="*", subVersion=0),
+                          [("topic", "topic", False), ("group", "group", False)]),
     R.QUERY_MESSAGE: (_topic_only(R.QUERY_MESSAGE, key="k", maxNum=1, beginTimestamp=0, endTimestamp=1),
                       [("topic", "topic", False)]),
     R.QUERY_CONSUMER_OFFSET: (_topic_and_group(R.QUERY_CONSUMER_OFFSET),
@@ -148,6 +151,9 @@ TEMPLATES = {
     R.RECALL_MESSAGE: (lambda n, o: _header(R.RECALL_MESSAGE, {"producerGroup": n["producer"], "topic": n["topic"],
                                                                "recallHandle": "djE"}),
                        [("topic", "topic", False), ("producer", "group", True)]),
+    R.QUERY_TOPIC_CONSUME_BY_WHO: (_topic_only(R.QUERY_TOPIC_CONSUME_BY_WHO), [("topic", "topic", False)]),
+    R.GET_PRODUCER_CONNECTION_LIST: (lambda n, o: _header(R.GET_PRODUCER_CONNECTION_LIST,
+                                                          {"producerGroup": n["producer"]}), []),
 }
 
 

@@ -89,7 +89,9 @@ def test_clients_that_vanish_mid_frame_or_mid_long_poll(tmp_path):
         # half a frame, then gone
         whole = _frame(b'{"code":310,"opaque":1,"flag":0,"extFields":{}}', b"x" * 100)
         await _throw(broker.server.port, whole[: len(whole) // 2])
-        # a long poll held by the broker, then the consumer disappears
+        # a long poll held by the broker, then the consumer disappears (the topic exists: a pull for an unknown
+        # topic is answered TOPIC_NOT_EXIST at once, as Java's broker does)
+        assert (await client.invoke(send_v2("Vanish", b"make", queue_id=1), timeout_s=10)).code == ResponseCode.SUCCESS
         consumer = RemotingClient("127.0.0.1", broker.server.port)
         held = asyncio.ensure_future(consumer.invoke(pull("Vanish", 0, 0, suspend_ms=20_000), timeout_s=30))
         for _ in range(400):

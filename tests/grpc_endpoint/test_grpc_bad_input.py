@@ -304,3 +304,20 @@ def test_a_bare_client_that_keeps_receiving_keeps_its_auto_renew_messages(tmp_pa
             assert first[0].body == b"mine"
     finally:
         s.shutdown()
+
+
+def test_change_invisible_duration_below_the_receive_minimum_is_accepted(server, stub):
+    """As RocketMQ's proxy: only a receive must ask for minInvisibleTimeMillsForRecv; ChangeInvisibleDuration
+    checks the maximum only. rocketmq-client-java's PushConsumer nacks a failed message with its retry
+    backoff (1 s first), which rocketq refused, so the message stayed away for its whole receive time."""
+    server.create_topic("Nack", 1)
+    assert _send(stub, _msg("Nack", b"again")) == Code.OK
+    wait_until(lambda: server.call(lambda: server.broker.store.max_offset("Nack", 0)) == 1, what="dispatch")
+    [got] = [r.message for r in _receive(stub, "Nack", group="GNack", invisible_ms=5000) if r.HasField("message")]
+    change = stub.ChangeInvisibleDuration(spb.ChangeInvisibleDurationRequest(
+        group=pb.Resource(name="GNack"), topic=pb.Resource(name="Nack"), receipt_handle=got.system_properties.receipt_handle,
+        invisible_duration=ms_duration(200), message_id=got.system_properties.message_id), metadata=MD, timeout=5)
+    assert change.status.code == Code.OK, change.status.message
+    again = wait_until(lambda: [r.message for r in _receive(stub, "Nack", group="GNack", invisible_ms=5000)
+                                if r.HasField("message")], timeout_s=5, what="the message back after 200 ms")
+    assert again[0].body == b"again" and again[0].system_properties.delivery_attempt == 2

@@ -12,12 +12,13 @@ request                                names (and what an ordinary account needs
 =====================================  =======================================================
 SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE topic: PUB (a ``%RETRY%group`` topic: SUB on the group);
 / SEND_REPLY_MESSAGE(_V2)              producerGroup: named only
-PULL_MESSAGE, QUERY/UPDATE_CONSUMER_   topic: SUB, consumerGroup: SUB
-OFFSET
+(LITE_)PULL_MESSAGE, QUERY/UPDATE_    topic: SUB, consumerGroup: SUB
+CONSUMER_OFFSET
 QUERY_MESSAGE                          topic: SUB
 GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_  topic: PUB or SUB (RocketMQ 5.3: GET on the topic)
 TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
-GET_TOPIC_STATS_INFO, GET_TOPIC_CONFIG
+GET_TOPIC_STATS_INFO, GET_TOPIC_CONFIG,
+QUERY_TOPIC_CONSUME_BY_WHO
 VIEW_MESSAGE_BY_ID                     nothing named; SUB on the topic of the message found
 CONSUMER_SEND_MSG_BACK                 group: SUB; originTopic: named only; SUB on the topic of
                                        the message found
@@ -45,7 +46,9 @@ DELETE_SUBSCRIPTIONGROUP
 GET_ALL_TOPIC_CONFIG, GET_ALL_         admin (rocketq is stricter than RocketMQ, whose ACL lets any
 CONSUMER_OFFSET, GET_ALL_SUBSCRIPTION  signed account read these)
 GROUP_CONFIG, GET_ALL_DELAY_OFFSET,
-GET_BROKER_RUNTIME_INFO, any other
+GET_BROKER_RUNTIME_INFO, GET/UPDATE_
+BROKER_CONFIG, GET_PRODUCER_CONNECTION_LIST, INVOKE_BROKER_TO_RESET_
+OFFSET, any other
 =====================================  =======================================================
 
 "Found" checks need the store's answer, so the handler makes them (``Broker.authorize_found``).
@@ -220,6 +223,7 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     **{code: _send for code in SEND_CODES},
     **{code: _send for code in REPLY_CODES},
     RequestCode.PULL_MESSAGE: _topic_and_group,
+    RequestCode.LITE_PULL_MESSAGE: _topic_and_group,
     RequestCode.QUERY_CONSUMER_OFFSET: _topic_and_group,
     RequestCode.UPDATE_CONSUMER_OFFSET: _topic_and_group,
     RequestCode.QUERY_MESSAGE: _topic(SUB),
@@ -255,6 +259,11 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.DELETE_TOPIC_IN_BROKER: _admin_topic,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _admin_group_body,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: lambda cmd: Needs(True, (Named("group", _field(cmd, "groupName"), None),)),
+    # mqadmin's reads about one topic (rocketq.broker.admin_ops); producer connections, resetting offsets and
+    # the broker's configuration stay admin-only (not listed)
+    RequestCode.CHECK_CLIENT_CONFIG: _check_client,
+    RequestCode.GET_TOPIC_CONFIG: _topic(ANY),
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _topic(ANY),
 }
 
 
@@ -269,6 +278,7 @@ def needs_of(cmd: RemotingCommand) -> Needs:
 _HOT_NAMES = {
     **{code: ("topic", "b", "producerGroup", "a", False) for code in SEND_CODES},
     RequestCode.PULL_MESSAGE: ("topic", None, "consumerGroup", None, True),
+    RequestCode.LITE_PULL_MESSAGE: ("topic", None, "consumerGroup", None, True),
 }
 
 

@@ -230,6 +230,14 @@ def runtime_info(broker, cmd):
         "earliestMessageTimeStamp": str(store.earliest_physical_time()),
         "commitLogDiskRatio": f"{store.disk_used_ratio():.4f}",
         "pageCacheLockTimeMills": "0",
+        # the rest of what mqadmin clusterList prints: one event loop, no thread pools, so no queue waits
+        "getTransferredTps": table.get("getTransferedTps", "0.00 0.00 0.00"),
+        "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueSize": "0",
+        "pullThreadPoolQueueHeadWaitTimeMills": "0", "ackThreadPoolQueueSize": "0",
+        "ackThreadPoolQueueHeadWaitTimeMills": "0",
+        "timerReadBehind": "0", "timerOffsetBehind": "0", "timerCongestNum": "0", "timerEnqueueTps": "0.0",
+        "timerDequeueTps": "0.0",
+        "brokerActive": "true" if broker.settings.broker_role != "SLAVE" else "false",
     })
     table.update(_ha_figures(broker))
     return ok(cmd, body=json.dumps({"table": table}).encode())

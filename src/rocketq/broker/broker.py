@@ -2,10 +2,10 @@
 
 Served: SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (with fast failure, see
 :mod:`rocketq.broker.flow_control`), PULL_MESSAGE with long polling and RocketMQ's status-to-code
-mapping, QUERY / UPDATE_CONSUMER_OFFSET, GET_MAX / GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
+mapping (also as LITE_PULL_MESSAGE, which DefaultLitePullConsumer sends), QUERY / UPDATE_CONSUMER_OFFSET, GET_MAX / GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
 GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, HEART_BEAT, UNREGISTER_CLIENT,
 GET_CONSUMER_LIST_BY_GROUP, LOCK / UNLOCK_BATCH_MQ, CONSUMER_SEND_MSG_BACK, END_TRANSACTION, and the
-admin requests of :mod:`rocketq.broker.admin`.  Everything else is answered
+admin requests of :mod:`rocketq.broker.admin` and :mod:`rocketq.broker.admin_ops`.  Everything else is answered
 REQUEST_CODE_NOT_SUPPORTED, as Java answers codes it has no processor for.
 
 The store's put path is synchronous and short; under SYNC_FLUSH the handler awaits the group
@@ -25,7 +25,7 @@ from pathlib import Path
 from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
-from rocketq.broker import admin, assignment, offset_reset, queries, recall, reply, runtime_config
+from rocketq.broker import admin, admin_ops, assignment, offset_reset, queries, recall, reply, runtime_config
 from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
@@ -39,7 +39,7 @@ from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.replication import Replication
 from rocketq.broker.send import (STATUS_CODES, batch_messages, decode_batch, message_from_header, message_kind,
-                                 route_single, send_header)
+                                 route_single, send_header, terminate_properties)
 from rocketq.broker.send_back import consumer_send_back
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
@@ -51,6 +51,7 @@ from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction
 from rocketq.common import fastjson
 from rocketq.common.msgid import HostAddress
+from rocketq.common.sysflag import PROPERTY_UNIQ_KEY
 from rocketq.common.validation import NOT_ALLOWED_SEND_TOPICS
 from rocketq.remoting import (RemotingCommand, RemotingCommandError, RemotingServer, RequestCode, ResponseCode,
                               not_supported_response)
@@ -189,7 +190,7 @@ class Broker:
             RequestCode.LOCK_BATCH_MQ: self._lock_batch, RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
             RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
-            **admin.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
+            **admin.handlers(self), **admin_ops.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
             **recall.handlers(self, _host_of), **reply.handlers(self, _host_of), **offset_reset.handlers(self),
             **runtime_config.handlers(self),
         }
@@ -258,7 +259,7 @@ class Broker:
             await asyncio.to_thread(self.store.shutdown)
             raise
         st = self.settings
-        self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats,
+        self._pull = PullHandler(self.store, self.offsets, self.long_polling, self.stats, topic_of=self.topics.get,
                                  slave_read=(st.slave_read_enable,
                                              st.which_broker_when_consume_slowly,
                                              st.access_message_in_memory_max_ratio),
@@ -267,6 +268,7 @@ class Broker:
                                  property_filter=st.enable_property_filter,
                                  max_filter_message_bytes=st.max_filter_message_size)
         self._handlers[RequestCode.PULL_MESSAGE] = self._pull.handle
+        self._handlers[RequestCode.LITE_PULL_MESSAGE] = self._pull.handle    # Java's lite pull consumer: the same read
         await self.server.serve()
         self.replication = Replication(self)
         # haListenPort defaults to listenPort + 1, or any free port when the broker's own port was 0
@@ -459,9 +461,17 @@ class Broker:
     topic_for_send = _topic_for_send
 
     @staticmethod
-    def _queue_id(cmd: RemotingCommand, tc: TopicConfig) -> int:
+    def _queue_id(cmd: RemotingCommand, tc: TopicConfig, conn) -> int | RemotingCommand:
+        """The queue asked for, a random writable one for -1, or Java's SYSTEM_ERROR for a queue the topic does
+        not have (a producer whose route is older than a shrunk topic): its client then tries another queue."""
         qid = cmd.get_int("queueId", -1)
-        return random.randrange(tc.write_queue_nums) if qid < 0 else qid % tc.write_queue_nums
+        if qid < 0:
+            return random.randrange(tc.write_queue_nums)
+        if qid >= max(tc.write_queue_nums, tc.read_queue_nums):
+            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, (
+                f"request queueId[{qid}] is illegal, TopicConfig [topicName={tc.topic_name}, readQueueNums="
+                f"{tc.read_queue_nums}, writeQueueNums={tc.write_queue_nums}] Producer: {getattr(conn, 'peer', '')}"))
+        return qid
 
     async def _send(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         busy = self.replication.refuse_send(cmd) or self.flow_control.check(cmd)
@@ -475,7 +485,9 @@ class Broker:
             why = type_refusal(tc.topic_name, tc.attributes, message_type_of(cmd.get_str("properties", "")))
             if why is not None:
                 return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)
-        qid = self._queue_id(cmd, tc)
+        qid = self._queue_id(cmd, tc, conn)
+        if isinstance(qid, RemotingCommand):
+            return qid
         msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=qid)
         msg.properties[reply.PROPERTY_CLUSTER] = self.settings.cluster_name    # as RocketMQ: replies need it
         routed = route_single(msg, self.timer_policy, broker_name=self.settings.broker_name, clock_ms=_now_ms)
@@ -493,8 +505,10 @@ class Broker:
             code = await self.replication.replicated(r.physical_offset + r.wrote_bytes) or code
         # Java answers the queue the message is for, also when the store parked it elsewhere (a delayed
         # message in SCHEDULE_TOPIC_XXXX or the timer topic, a half message in the half topic)
+        # transactionId: the message's UNIQ_KEY, on every send as Java answers it; TransactionMQProducer hands it
+        # to the application (TransactionSendResult.getTransactionId) and it names the transaction in checks
         header = {"msgId": r.msg_id, "queueId": qid, "queueOffset": r.queue_offset,
-                  "recallHandle": routed.recall_handle}
+                  "transactionId": msg.properties.get(PROPERTY_UNIQ_KEY), "recallHandle": routed.recall_handle}
         return RemotingCommand.create_response(cmd, code, None if r.ok else str(r.status),
                                                {k: v for k, v in header.items() if v is not None})
 
@@ -509,12 +523,14 @@ class Broker:
         why = type_refusal(tc.topic_name, tc.attributes, NORMAL) if tc.attributes else None
         if why is not None:                      # a batch holds normal messages (no delay, no transaction)
             return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)
-        qid = self._queue_id(cmd, tc)
+        qid = self._queue_id(cmd, tc, conn)
+        if isinstance(qid, RemotingCommand):
+            return qid
         header = dict(topic=tc.topic_name, queue_id=qid, sys_flag=cmd.get_int("sysFlag", 0),
                       born_timestamp=cmd.get_int("bornTimestamp", 0), born_host=_host_of(conn),
                       reconsume_times=cmd.get_int("reconsumeTimes", 0))
         try:
-            msgs = self.store.stage_wire_batch(cmd.body or b"", **header)
+            msgs = self._stage_batch(cmd.body or b"", header)
         except PutError as exc:
             return RemotingCommand.create_response(cmd, STATUS_CODES[exc.status], exc.reason)
         except BatchFormatError as exc:
@@ -538,6 +554,15 @@ class Broker:
         first = rs[0]
         return RemotingCommand.create_response(cmd, code, None, {
             "msgId": rs.joined_msg_ids(), "queueId": first.queue_id, "queueOffset": first.queue_offset})
+
+    def _stage_batch(self, body: bytes, header: dict):
+        try:
+            return self.store.stage_wire_batch(body, **header)
+        except PutError:
+            fixed = terminate_properties(body)        # a RocketMQ 4.x client's batch: retried once, rewritten
+            if fixed is None:
+                raise
+            return self.store.stage_wire_batch(fixed, **header)
 
     # -- clients -----------------------------------------------------------------------------
 

@@ -1,5 +1,8 @@
 """PULL_MESSAGE (11): read a queue for a consumer, holding the request when there is nothing yet.
 
+A pull for a topic the broker does not have, or for a queue the topic does not have, is refused
+first, with Java's codes and remarks (:meth:`PullHandler.refusal`).
+
 Store status to response code (RocketMQ ``PullMessageProcessor``): FOUND -> SUCCESS (body = the
 records in store format, back to back); MESSAGE_WAS_REMOVING / NO_MATCHED_MESSAGE ->
 PULL_RETRY_IMMEDIATELY; NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE -> PULL_OFFSET_MOVED when the
@@ -103,9 +106,11 @@ def physical_memory_bytes() -> int:
 
 class PullHandler:
     def __init__(self, store, offsets, long_polling, stats, *, slave_read: tuple[bool, int, int] = (False, 1, 40),
-                 is_slave=lambda: False, registered=lambda group, topic: None, property_filter: bool = False,
+                 is_slave=lambda: False, topic_of=lambda topic: None, registered=lambda group, topic: None,
+                 property_filter: bool = False,
                  max_filter_message_bytes: int = filtered_reads.DEFAULT_MAX_FILTER_MESSAGE_BYTES):
         self._store, self._offsets, self._polling, self._stats = store, offsets, long_polling, stats
+        self._topic_of = topic_of
         self._is_slave = is_slave
         self._registered = registered              # (group, topic) -> the heartbeat's SubscriptionData or None
         self._property_filter = property_filter
@@ -119,9 +124,25 @@ class PullHandler:
             return 0
         return self._slow_broker if self._store.max_physical_offset() - result.max_phy_pulled > self._hot_bytes else 0
 
+    def refusal(self, conn, cmd: RemotingCommand, topic: str, qid: int) -> RemotingCommand | None:
+        """Java's PullMessageProcessor answers, in its order: an unknown topic, a queue the topic does not
+        have (the subscription's refusals follow, :func:`resolve_subscription`)."""
+        tc = self._topic_of(topic)
+        if tc is None:
+            return RemotingCommand.create_response(cmd, ResponseCode.TOPIC_NOT_EXIST,
+                                                   f"topic[{topic}] not exist, apply first please!")
+        if not 0 <= qid < tc.read_queue_nums:
+            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, (
+                f"queueId[{qid}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}] "
+                f"consumer:[{getattr(conn, 'peer', '')}]"))
+        return None
+
     async def handle(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         group, topic = cmd.get_str("consumerGroup"), cmd.get_str("topic")
         qid, offset = cmd.get_int("queueId"), cmd.get_int("queueOffset")
+        refused = self.refusal(conn, cmd, topic, qid)
+        if refused is not None:
+            return refused
         flags = cmd.get_int("sysFlag", 0)
         max_nums = max(1, min(cmd.get_int("maxMsgNums", 32), MAX_PULL_MESSAGES))
         sub = resolve_subscription(cmd, self._registered(group, topic), property_filter=self._property_filter)

@@ -9,7 +9,8 @@ UPDATE takes such text.  Every key must be a broker or store setting and every v
 otherwise).  Then:
 
 * the keys in :data:`RUNTIME_KEYS` (filters, message types, pop assignment, fast failure,
-  transaction checks, the timer's limits, system-topic validation) take effect at once;
+  transaction checks, the timer's limits, system-topic validation) and :data:`STORE_RUNTIME_KEYS`
+  (``fileReservedTime``) take effect at once;
 * every key is saved in ``<storePath>/config/broker.properties``, which the server reads at start
   after its configuration file (and before the environment and flags), so the others take effect
   at the next start - the answer's remark names both kinds.
@@ -68,6 +69,17 @@ RUNTIME_KEYS = {
     "transactionTimeOut": _transactions, "transactionCheckMax": _transactions,
     "transactionCheckInterval": _transactions, "timerWheelEnable": _timer, "timerMaxDelaySec": _timer,
 }
+
+
+def _reserved_time(broker, value: str) -> None:
+    hours = StoreConfig.from_rocketmq({"fileReservedTime": value}, store_path=broker.store.config.store_path)[0] \
+        .file_reserved_time_hours
+    broker.store.config = broker.store.config.replace(file_reserved_time_hours=hours)
+    broker.store.cleaner.set_reserved_hours(hours)
+
+
+# store settings that change at once: key -> apply(broker, value as written)
+STORE_RUNTIME_KEYS = {"fileReservedTime": _reserved_time}
 
 
 def handlers(broker) -> dict:
@@ -165,10 +177,13 @@ async def update_config(broker, cmd: RemotingCommand) -> RemotingCommand:
     broker.settings = dataclasses.replace(broker.settings, **now)
     for hook in {RUNTIME_KEYS[k] for k in props if k in RUNTIME_KEYS} - {None}:
         hook(broker)
+    for key in props.keys() & STORE_RUNTIME_KEYS.keys():
+        STORE_RUNTIME_KEYS[key](broker, props[key])
     _version(broker).next()
-    later = sorted(k for k in props if k not in RUNTIME_KEYS)
+    applied = sorted(k for k in props if k in RUNTIME_KEYS or k in STORE_RUNTIME_KEYS)
+    later = sorted(k for k in props if k not in applied)
     remark = "; ".join(part for part in (
-        f"applied now: {', '.join(sorted(k for k in props if k in RUNTIME_KEYS))}" if now else "",
+        f"applied now: {', '.join(applied)}" if applied else "",
         f"saved, takes effect after a restart: {', '.join(later)}" if later else "") if part)
     return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, remark or None)
 

@@ -163,6 +163,24 @@ def decode_batch(body: bytes) -> BatchColumns:
     return BatchColumns(flags, bodies, texts, props)
 
 
+def terminate_properties(body: bytes) -> bytes | None:
+    """*body* with a final ``\x02`` added to every record's properties that lacks it, or None when no
+    record lacks it (or the body is no batch).
+
+    RocketMQ 4.x clients (``MessageDecoder.messageProperties2String`` up to 4.9.8) drop the separator
+    after the last property; Java's broker reads both forms (and adds the separator itself when it
+    appends the batch's own properties). The native batch parser takes only whole pairs, so the broker
+    rewrites such a body here, once per batch, before it parses it again."""
+    try:
+        records = decode_batch(body)
+    except RemotingCommandError:
+        return None
+    texts = [t if not t or t.endswith("\x02") else t + "\x02" for t in records.texts]
+    if texts == records.texts:
+        return None
+    return encode_batch(list(zip(records.flags, records.bodies, texts)))
+
+
 def batch_messages(records: BatchColumns, *, topic: str, queue_id: int, sys_flag: int, born_timestamp: int,
                    born_host: HostAddress, reconsume_times: int) -> list[Message]:
     """A decoded batch as messages, for the store's general path (a message with a delay level)."""

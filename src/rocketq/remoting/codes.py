@@ -29,6 +29,8 @@ class RequestCode(IntEnum):
     QUERY_CONSUMER_OFFSET = 14
     UPDATE_CONSUMER_OFFSET = 15
     UPDATE_AND_CREATE_TOPIC = 17
+    UPDATE_BROKER_CONFIG = 25
+    GET_BROKER_CONFIG = 26
     GET_ALL_TOPIC_CONFIG = 21
     GET_BROKER_RUNTIME_INFO = 28
     SEARCH_OFFSET_BY_TIMESTAMP = 29
@@ -46,14 +48,19 @@ class RequestCode(IntEnum):
     LOCK_BATCH_MQ = 41
     GET_ALL_CONSUMER_OFFSET = 43
     GET_ALL_DELAY_OFFSET = 45
+    CHECK_CLIENT_CONFIG = 46              # a consumer asks whether its subscription's filter type is served
     UNLOCK_BATCH_MQ = 42
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
     GET_TOPIC_STATS_INFO = 202
     GET_CONSUMER_CONNECTION_LIST = 203
+    GET_PRODUCER_CONNECTION_LIST = 204
     DELETE_SUBSCRIPTIONGROUP = 207
     GET_CONSUME_STATS = 208
     DELETE_TOPIC_IN_BROKER = 215
+    RESET_CONSUMER_CLIENT_OFFSET = 220      # broker -> consumer, oneway
+    INVOKE_BROKER_TO_RESET_OFFSET = 222
+    QUERY_TOPIC_CONSUME_BY_WHO = 300
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
@@ -62,6 +69,8 @@ class RequestCode(IntEnum):
     GET_CONSUMER_RUNNING_INFO = 307       # broker -> consumer
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    GET_TOPIC_CONFIG = 351
+    LITE_PULL_MESSAGE = 361               # PULL_MESSAGE from a DefaultLitePullConsumer (its own pool in Java)
     BROKER_HEARTBEAT = 904
     # the controller embedded in the NameServer (rocketq.namesrv.controller; RocketMQ 5's numbers,
     # JSON bodies of rocketq's own shape)

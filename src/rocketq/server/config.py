@@ -79,6 +79,7 @@ _LIMIT_KEYS = {"serverMaxConnections": ("max_connections", int),
                "writeBufferLowWaterMark": ("write_low_water_bytes", int),
                "serverWriteStallTimeoutSeconds": ("write_stall_timeout_s", float)}
 
+
 # RocketMQ keys that load without error but change nothing here (said in a warning)
 IGNORED_ROCKETMQ_KEYS = frozenset({
     "brokerIP2", "brokerPermission", "sendMessageThreadPoolNums",

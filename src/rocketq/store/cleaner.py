@@ -74,6 +74,10 @@ class Cleaner:
         self._last_free = -1
         self._disk_was_full = False
 
+    def set_reserved_hours(self, hours: int) -> None:
+        """fileReservedTime changed while running (mqadmin updateBrokerConfig): the next run uses it."""
+        self._reserved_ms = hours * 3_600_000
+
     def start(self) -> None:
         self.check_space()                  # a store opened on a full disk refuses writes from the start
         self._thread.start()
