@@ -8,6 +8,7 @@ import json
 
 from broker_helpers import send_v2, split_records, with_broker
 
+from rocketq.broker.topic_config import TopicConfig
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
 
 SUB_VERSION = 1_700_000_000_000
@@ -75,6 +76,7 @@ def test_the_heartbeats_sql_selector_filters_a_pull_without_subscription(tmp_pat
 
 def test_a_long_poll_without_subscription_waits_for_a_wanted_tag(tmp_path):
     async def scenario(broker, client):
+        broker.topics.update(TopicConfig("HbPoll", 1, 1))    # a pull of a topic not there yet is TOPIC_NOT_EXIST
         await client.invoke(heartbeat("GID_HB_POLL", "HbPoll", "TagA"))
         pull = asyncio.create_task(client.invoke(java_pull("GID_HB_POLL", "HbPoll", suspend_ms=10_000), timeout_s=15))
         await asyncio.sleep(0.2)

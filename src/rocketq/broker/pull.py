@@ -37,7 +37,7 @@ import os
 
 from rocketq.broker import filtered_reads
 from rocketq.common.javahash import tag_hash
-from rocketq.filter import FilterError, Subscription, subscription
+from rocketq.filter import FilterError, Subscription, is_tag_type, subscription
 from rocketq.remoting import RemotingCommand, ResponseCode
 from rocketq.store.results import GetStatus
 
@@ -70,25 +70,24 @@ def resolve_subscription(cmd: RemotingCommand, registered, *, property_filter: b
     """The pull's subscription, or (response code, remark) refusing it (see the module notes).
     *registered* is the SubscriptionData JSON the group's heartbeat gave for the topic, or None."""
     flags = cmd.get_int("sysFlag", 0)
+    own = bool(flags & FLAG_SUBSCRIPTION) or registered is None
+    if own:
+        if cmd.ext_fields.get("subscription") is None and not flags & FLAG_SUBSCRIPTION:
+            return (ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist: group "
+                    f"{cmd.get_str('consumerGroup')!r} registered none for topic {cmd.get_str('topic')!r}")
+        text, kind = cmd.get_str("subscription", "*"), cmd.get_str("expressionType", "TAG")
+    else:
+        if int(registered.get("subVersion") or 0) < cmd.get_int("subVersion", 0):
+            return ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+        text, kind = str(registered.get("subString") or "*"), registered.get("expressionType")
+    if not is_tag_type(kind) and not property_filter:      # Java checks this before it parses anything
+        return ResponseCode.SYSTEM_ERROR, property_filter_refusal(kind)
     try:
-        if flags & FLAG_SUBSCRIPTION or registered is None:
-            text = cmd.ext_fields.get("subscription")
-            if text is None and not flags & FLAG_SUBSCRIPTION:
-                return (ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist: group "
-                        f"{cmd.get_str('consumerGroup')!r} registered none for topic {cmd.get_str('topic')!r}")
-            sub = subscription(cmd.get_str("subscription", "*"), cmd.get_str("expressionType", "TAG"))
-        else:
-            if int(registered.get("subVersion") or 0) < cmd.get_int("subVersion", 0):
-                return ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
-            try:
-                sub = subscription(str(registered.get("subString") or "*"), registered.get("expressionType"))
-            except FilterError as exc:
-                return ResponseCode.FILTER_DATA_NOT_EXIST, f"the group's registered filter does not parse: {exc}"
+        return subscription(text, kind)
     except FilterError as exc:
-        return ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
-    if sub.sql is not None and not property_filter:
-        return ResponseCode.SYSTEM_ERROR, property_filter_refusal(sub.expression_type)
-    return sub
+        if own:
+            return ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+        return ResponseCode.FILTER_DATA_NOT_EXIST, f"the group's registered filter does not parse: {exc}"
 
 
 def status_code(status: GetStatus, offset: int) -> int:
@@ -126,8 +125,12 @@ class PullHandler:
 
     def refusal(self, conn, cmd: RemotingCommand, topic: str, qid: int) -> RemotingCommand | None:
         """Java's PullMessageProcessor answers, in its order: an unknown topic, a queue the topic does not
-        have (the subscription's refusals follow, :func:`resolve_subscription`)."""
+        have (the subscription's refusals follow, :func:`resolve_subscription`).  Unlike Java, a slave
+        serves a topic whose config it has not copied yet (every 10 s) when its store holds the queue:
+        a master lost within 10 s of creating a topic leaves its messages readable."""
         tc = self._topic_of(topic)
+        if tc is None and self._is_slave() and self._store.max_offset(topic, qid) > 0:
+            return None
         if tc is None:
             return RemotingCommand.create_response(cmd, ResponseCode.TOPIC_NOT_EXIST,
                                                    f"topic[{topic}] not exist, apply first please!")

@@ -104,6 +104,9 @@ def current(broker) -> dict[str, str]:
     for key, name in StoreConfig.ROCKETMQ_KEYS.items():
         if name is not None and key not in out:
             out[key] = _text(getattr(broker.store.config, name))
+    server = getattr(broker, "server", None)
+    if server is not None and server.port:           # listenPort 0: the port the system picked
+        out["listenPort"] = str(server.port)
     return out
 
 

@@ -18,7 +18,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from rocketq.cli.messaging import namesrv_option, run
+from rocketq.cli.admin_cmds import _with_admin
+from rocketq.cli.client_options import call, client_options
 from rocketq.cli.ui import out
 from rocketq.common.trace import TRACE_TOPIC
 
@@ -29,17 +30,12 @@ def _when(ms: int) -> str:
 
 @click.command("trace")
 @click.argument("msg_id")
-@namesrv_option
 @click.option("--trace-topic", default=TRACE_TOPIC, show_default=True, help="The topic traced clients write to.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def trace(msg_id, namesrv, trace_topic, as_json) -> None:
+@client_options
+def trace(msg_id, access, trace_topic, as_json) -> None:
     """Show the path of message MSG_ID (sent, delivered, consumed) from its trace records."""
-    from rocketq.client import Admin
-
-    async def find():
-        async with Admin(namesrv) as admin:
-            return await admin.trace(msg_id.strip(), trace_topic)
-    steps = run(find())
+    steps = call(access, _with_admin(access, lambda admin: admin.trace(msg_id.strip(), trace_topic)))
     if not steps:
         raise click.ClickException(f"no trace record names message {msg_id} in {trace_topic} (was trace on in "
                                    "the producer and consumers?)")

@@ -80,16 +80,10 @@ class RequestCode(IntEnum):
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     CHANGE_MESSAGE_INVISIBLETIME = 200053
-    # issue 19's features (filters, attributes, pop over remoting, request-reply, operator commands)
-    UPDATE_BROKER_CONFIG = 25
-    GET_BROKER_CONFIG = 26
-    CHECK_CLIENT_CONFIG = 46
-    RESET_CONSUMER_CLIENT_OFFSET = 220    # broker -> consumer
-    INVOKE_BROKER_TO_RESET_OFFSET = 222
+    # pop over remoting and request-reply
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326    # broker -> requesting producer
-    GET_TOPIC_CONFIG = 351
     RECALL_MESSAGE = 370
     QUERY_ASSIGNMENT = 400
     BATCH_ACK_MESSAGE = 200151
