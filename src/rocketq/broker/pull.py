@@ -61,8 +61,8 @@ def tag_codes(subscription: str | None) -> set[int] | None:
 
 
 def property_filter_refusal(expression_type: str) -> str:
-    """RocketMQ's remark for an SQL92 subscription on a broker with enablePropertyFilter=false."""
-    return f"The broker does not support consumer to filter message by {expression_type} (enablePropertyFilter=false)"
+    """RocketMQ's remark, word for word, for an SQL92 subscription on a broker with enablePropertyFilter=false."""
+    return f"The broker does not support consumer to filter message by {expression_type}"
 
 
 def resolve_subscription(cmd: RemotingCommand, registered, *, property_filter: bool

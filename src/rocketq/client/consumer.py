@@ -132,9 +132,16 @@ class ConsumerBase:
                 continue
             route = await self.instance.route(topic)
             for b in route.broker_datas if route is not None else ():
-                if b.master:
+                if not b.master:
+                    continue
+                try:
                     await self.instance.api.check_client_config(b.master, self.group, self.instance.client_id, topic,
                                                                 expression, kind)
+                except MQClientError as exc:
+                    if exc.code != ResponseCode.SYSTEM_ERROR:
+                        raise
+                    raise MQClientError(exc.code, f"{exc.remark} (the broker serves {kind} subscriptions with "
+                                                  "enablePropertyFilter=true)", exc.address) from None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
