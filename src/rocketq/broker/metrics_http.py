@@ -19,47 +19,39 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from rocketq.acl.http_auth import HttpAuthError, admin_from_basic
 from rocketq.broker.metrics import BrokerCollector
+from rocketq.common.http_site import HttpSite
 
 log = logging.getLogger(__name__)
 
 DEFAULT_METRICS_PORT = 5557            # RocketMQ's metricsPromExporterPort
 MAX_REQUEST_BYTES = 4096
-SHUTDOWN_TIMEOUT_S = 2.0
 
 
 class MetricsExporter:
     def __init__(self, broker, host: str, port: int):
         self._broker = broker
-        self.host, self._port = host, port
+        self._site = HttpSite(host, port, setting="metricsPromExporterPort", what="metrics")
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(broker))
-        self._runner: web.AppRunner | None = None
+
+    @property
+    def host(self) -> str:
+        return self._site.host
 
     @property
     def port(self) -> int:
-        for addr in self._runner.addresses if self._runner else ():
-            return addr[1]
-        return self._port
+        return self._site.port
 
     async def start(self) -> "MetricsExporter":
         app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/", self._index)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
-        await self._runner.setup()
-        try:
-            await web.TCPSite(self._runner, self.host, self._port, reuse_address=True).start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise OSError(exc.errno, f"metrics port {self.host}:{self._port} (metricsPromExporterPort): "
-                                     f"{exc.strerror}") from None
+        await self._site.start(app)
         log.info("Prometheus metrics on http://%s:%d/metrics", self.host, self.port)
         return self
 
     async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._site.close()
 
     def _refusal(self, request: web.Request) -> web.Response | None:
         acl = self._broker.acl

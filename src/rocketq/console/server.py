@@ -24,6 +24,7 @@ import jinja2
 from aiohttp import web
 
 from rocketq.client.model import Credentials
+from rocketq.common.http_site import HttpSite
 from rocketq.console import auth, forms
 from rocketq.console.data import ConsoleData
 from rocketq.console.history import History
@@ -31,7 +32,6 @@ from rocketq.console.history import History
 log = logging.getLogger(__name__)
 
 DEFAULT_CONSOLE_PORT = 8080
-SHUTDOWN_TIMEOUT_S = 2.0
 HERE = Path(__file__).parent
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'; "
@@ -52,7 +52,7 @@ class ConsoleServer:
     def __init__(self, namesrv: str, *, host: str = "127.0.0.1", port: int = DEFAULT_CONSOLE_PORT, acl=None,
                  ssl_context=None, title: str = "rocketq", history_interval_s: float | None = None,
                  sampler_credentials: Credentials | None = None):
-        self.host, self._port = host, port
+        self._site = HttpSite(host, port, setting="consolePort", what="console")
         self.acl = acl                      # the broker's AclValidator, or None
         self.title = title
         self.data = ConsoleData(namesrv, ssl_context=ssl_context)
@@ -62,13 +62,14 @@ class ConsoleServer:
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                                             autoescape=True, undefined=jinja2.StrictUndefined)
         self.templates.filters["when"] = _when
-        self._runner: web.AppRunner | None = None
+
+    @property
+    def host(self) -> str:
+        return self._site.host
 
     @property
     def port(self) -> int:
-        for addr in self._runner.addresses if self._runner else ():
-            return addr[1]
-        return self._port
+        return self._site.port
 
     def app(self) -> web.Application:
         from rocketq.console import message_views, views
@@ -80,22 +81,14 @@ class ConsoleServer:
         return app
 
     async def start(self) -> "ConsoleServer":
-        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
-        await self._runner.setup()
-        try:
-            await web.TCPSite(self._runner, self.host, self._port, reuse_address=True).start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise OSError(exc.errno, f"console port {self.host}:{self._port} (consolePort): {exc.strerror}") from None
+        await self._site.start(self.app())
         self.history.start()
         log.info("web console on http://%s:%d/", self.host, self.port)
         return self
 
     async def close(self) -> None:
         await self.history.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._site.close()
         await self.data.close()
 
     # -- guards ------------------------------------------------------------------------------
