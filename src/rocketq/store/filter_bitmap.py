@@ -285,7 +285,7 @@ def window(cq, units: bytes, *, tag_codes, prefilter: Prefilter | None) -> tuple
     if tag_codes is not None:
         ok, ext_tags = cq.ext.read_tags(tags[ext_at])
         arr = arr.copy()
-        arr["tag"][ext_at] = np.where(ok, ext_tags, next(iter(tag_codes)))
+        arr["tag"][ext_at] = np.where(ok, ext_tags, next(iter(tag_codes), 0))
     if keep is None:
         return arr.tobytes(), None
     index = np.flatnonzero(keep)
