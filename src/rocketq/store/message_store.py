@@ -426,8 +426,7 @@ class MessageStore(StoreMaintenance):
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32, *,
                      tag_codes: set[int] | None = None, max_bytes: int | None = None,
-                     prefilter=None) -> GetMessageResult:
-        """*prefilter*: a :class:`~rocketq.store.filter_bitmap.Prefilter` skipping units by bit map."""
+                     prefilter=None) -> GetMessageResult:     # prefilter: filter_bitmap.Prefilter (bit maps)
         return self._reader.get(topic, queue_id, offset, max_count, tag_codes=tag_codes, max_bytes=max_bytes,
                                 prefilter=prefilter)
 
