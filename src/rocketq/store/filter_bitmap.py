@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +85,7 @@ class Prefilter:
     positions: tuple[int, ...]
     born: int
     bitmap_bytes: int
+    owner: "FilterBitMaps | None" = field(default=None, compare=False)   # counts what it skipped
 
 
 class FilterBitMaps:
@@ -97,6 +98,7 @@ class FilterBitMaps:
         self._clean_after_ms = clean_after_ms
         self._clock = clock
         self._lock = threading.Lock()
+        self.units_skipped = 0                  # units pulls skipped unread on their bit maps (a statistic)
         self._by_topic: dict[str, dict[str, FilterData]] = {}
         self._snapshot: dict[str, tuple[FilterData, ...]] = {}    # replaced whole on change (read lock-free)
         self._load()
@@ -150,7 +152,7 @@ class FilterBitMaps:
         fd = self._by_topic.get(topic, {}).get(group) if group else None
         if fd is None or fd.born is None or fd.expression != expression:
             return None
-        return Prefilter(fd.positions, fd.born, self.bloom.bytes_len)
+        return Prefilter(fd.positions, fd.born, self.bloom.bytes_len, self)
 
     # -- dispatch ----------------------------------------------------------------------------------
 
@@ -282,6 +284,8 @@ def window(cq, units: bytes, *, tag_codes, prefilter: Prefilter | None) -> tuple
             hit &= (bits[:, p >> 3] & (1 << (p & 7))) != 0
         keep = np.ones(len(arr), dtype=bool)
         keep[sel] = ~ok | hit
+        if prefilter.owner is not None:
+            prefilter.owner.units_skipped += len(arr) - int(np.count_nonzero(keep))
     if tag_codes is not None:
         ok, ext_tags = cq.ext.read_tags(tags[ext_at])
         arr = arr.copy()
