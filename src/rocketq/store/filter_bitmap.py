@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 
 FILTER_FILE = "consumerFilter.json"
 UNKNOWN_CODE = -2                     # property_codes: the value could not be read, so match everything
+DENSE_KEYS = 1 << 16                  # up to this many possible value combinations: found with a table, not a sort
 MAX_FILTERS_PER_TOPIC = 256           # filters evaluated per message at most (beyond: not registered)
 EXCLUDED_TOPICS = ("SCHEDULE_TOPIC_XXXX",)   # its tags code is the delivery time, read by the schedule service
 
@@ -194,14 +195,14 @@ class FilterBitMaps:
         if not names:
             table = np.frombuffer(self._matching_bits(filters, {}, False), dtype=np.uint8)[None, :]
             return np.repeat(table, len(arr), axis=0), times
-        codes = np.stack([np.frombuffer(c, dtype="<i4") for _values, c in columns], axis=1)
-        distinct, inverse = np.unique(codes, axis=0, return_inverse=True)
+        distinct, inverse = _distinct_rows([np.frombuffer(c, dtype="<i4") for _values, c in columns],
+                                           [len(values) for values, _c in columns])
         table = np.empty((len(distinct), self.bloom.bytes_len), dtype=np.uint8)
-        for row, combo in enumerate(distinct.tolist()):
+        for row, combo in enumerate(distinct):
             unknown = UNKNOWN_CODE in combo
             props = {name: columns[i][0][c] for i, (name, c) in enumerate(zip(names, combo)) if c >= 0}
             table[row] = np.frombuffer(self._matching_bits(filters, props, unknown), dtype=np.uint8)
-        return table[inverse.reshape(-1)], times
+        return table[inverse], times
 
     def _matching_bits(self, filters, props: dict, unknown: bool) -> bytes:
         return self.bloom.bit_map(p for fd in filters if unknown or fd.sql.matches(props) for p in fd.positions)
@@ -250,6 +251,39 @@ class FilterBitMaps:
     def save(self) -> None:
         with self._lock:
             self._save()
+
+
+def _distinct_rows(codes: list[np.ndarray], cards: list[int]) -> tuple[list[list[int]], np.ndarray]:
+    """The distinct rows of the code columns (each code in -2..card-1) and each row's index among
+    them.  The columns are packed into one int64 key; a dense table finds the distinct keys in O(n)
+    when there are at most DENSE_KEYS possible keys (the usual case), a sort otherwise."""
+    sizes = [card + 2 for card in cards]
+    total = 1
+    for size in sizes:
+        total *= size
+    if total >= 1 << 62:                          # cannot pack: compare whole rows
+        rows, inverse = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+        return rows.tolist(), inverse.reshape(-1)
+    key = np.zeros(len(codes[0]), dtype=np.int64)
+    for column, size in zip(codes, sizes):
+        key = key * size + (column.astype(np.int64) + 2)
+    if total <= DENSE_KEYS:
+        present = np.zeros(total, dtype=bool)
+        present[key] = True
+        keys = np.flatnonzero(present)
+        slot = np.zeros(total, dtype=np.int64)
+        slot[keys] = np.arange(len(keys))
+        inverse = slot[key]
+    else:
+        keys, inverse = np.unique(key, return_inverse=True)
+    rows = []
+    for k in keys.tolist():
+        row = []
+        for size in reversed(sizes):
+            k, code = divmod(k, size)
+            row.append(code - 2)
+        rows.append(row[::-1])
+    return rows, inverse.reshape(-1)
 
 
 def open_filter_bitmaps(cfg, paths, segment_of) -> FilterBitMaps | None:
