@@ -23,6 +23,12 @@ point into it, and cut back on recovery to the last unit a surviving consume-que
 (:meth:`truncate_after`), so the two agree after a crash.  RocketMQ also walks the ext files from
 the start on recovery; rocketq does not need to (the consume queue says where the end is).
 Reads are vectorised: :meth:`read` gathers the units of a whole pull window in one go.
+
+Where rocketq differs from RocketMQ (the unit and file formats are the same): RocketMQ, with
+``enableConsumeQueueExt``, writes an ext unit for every message of every topic (an empty bit map
+where no filter applies); rocketq writes them only for topics with registered SQL92 filters, so
+other topics keep plain tags codes and their reads pay nothing.  Ext files are opened wherever they
+exist, even with the feature turned off later, so tags codes behind ext addresses still resolve.
 """
 
 from __future__ import annotations

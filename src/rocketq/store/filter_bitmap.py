@@ -36,7 +36,8 @@ without an ext unit, are read and evaluated as without the prefilter.  The born 
 (``config/consumerFilter.json``) *before* the first ext unit computed with them is written, so after
 a crash the filters loaded are the ones the surviving bits were computed with; a filter whose
 bloom sizes changed (``maxErrorRateOfBloomFilter``, ``expectConsumerNumUseFilter``) is dropped on
-load, as RocketMQ does.  Filters not heard of for ``filterDataCleanTimeSpan`` are dropped.
+load, as RocketMQ does.  Filters not heard of for ``filterDataCleanTimeSpan`` are dropped.  The
+file's layout is rocketq's own (RocketMQ's ``consumerFilter.json`` holds born *times*).
 """
 
 from __future__ import annotations
