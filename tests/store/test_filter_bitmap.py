@@ -311,3 +311,22 @@ def test_verify_and_rebuild_understand_ext_addresses(tmp_path):
     assert verify_store(tmp_path).ok
     with MessageStore(cfg(tmp_path)) as store:
         assert read_all(store, sub, "G") == before
+
+
+def test_a_filter_is_born_only_once_saved(tmp_path):
+    """When the filter file cannot be written (a full disk), dispatch stalls and the filter stays
+    unborn: no bit is ever trusted that a restart would not know the filter of."""
+    import os
+    with MessageStore(cfg(tmp_path)) as store:
+        fb = store.filter_bitmaps
+        fb.register("G", "T", "region = 'eu'", "SQL92", 1)
+        target = tmp_path / "config" / "consumerFilter.json.tmp"
+        target.mkdir()                          # write_json cannot write its temporary file: an OSError
+        store.put_message(Message(topic="T", body=b"x", properties={"region": "eu"}))
+        assert not store.wait_dispatched(timeout_s=1.0, while_stalled=False)
+        assert fb.prefilter("G", "T", "region = 'eu'") is None
+        assert fb._by_topic["T"]["G"].born is None
+        os.rmdir(target)
+        store.dispatcher.retry_now()
+        assert store.wait_dispatched()
+        assert fb.prefilter("G", "T", "region = 'eu'") is not None

@@ -165,9 +165,9 @@ class FilterBitMaps:
         unborn = [fd for fds in snap.values() for fd in fds if fd.born is None]
         if unborn:
             with self._lock:
+                self._save(born={id(fd): run_end for fd in unborn})   # raises: unsaved, so not born
                 for fd in unborn:
                     fd.born = run_end
-                self._save()
         return snap
 
     def attach(self, cq, first: int, units: bytes, filters: tuple[FilterData, ...]) -> tuple[int, bytes]:
@@ -213,9 +213,11 @@ class FilterBitMaps:
 
     # -- persistence -------------------------------------------------------------------------------
 
-    def _save(self) -> None:
-        """Write every filter with its born offset (caller holds the lock); raises OSError, which
-        stalls dispatch until it can be written, so no bit is ever written ahead of its filter."""
+    def _save(self, born: dict[int, int] | None = None) -> None:
+        """Write every filter with its born offset, or the one *born* gives it (by ``id``; caller
+        holds the lock); raises OSError, which stalls dispatch until it can be written, so no bit is
+        ever written ahead of its filter and no pull trusts a born offset a restart would not know."""
+        born = born or {}
         limit = int(self._clock() * 1000) - self._clean_after_ms
         for topic, filters in list(self._by_topic.items()):
             for group in [g for g, fd in filters.items() if fd.seen_ms < limit]:
@@ -225,7 +227,7 @@ class FilterBitMaps:
         self._publish()
         write_json(self._path, {"bitNum": self.bloom.m, "hashNum": self.bloom.k, "filters": [
             {"topic": fd.topic, "consumerGroup": fd.group, "expression": fd.expression, "expressionType": SQL92,
-             "clientVersion": fd.version, "bitPos": list(fd.positions), "bornOffset": fd.born,
+             "clientVersion": fd.version, "bitPos": list(fd.positions), "bornOffset": born.get(id(fd), fd.born),
              "lastSeen": fd.seen_ms} for fds in self._by_topic.values() for fd in fds.values()]})
 
     def _load(self) -> None:
