@@ -7,6 +7,7 @@ pub mod batch;
 pub mod columns;
 pub mod buffers;
 pub mod dispatch;
+pub mod filterprops;
 pub mod frame;
 pub mod index;
 pub mod javahash;
@@ -57,6 +58,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan::find_record_start, m)?)?;
     m.add_function(wrap_pyfunction!(reads::read_units, m)?)?;
     m.add_function(wrap_pyfunction!(columns::record_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(filterprops::property_codes, m)?)?;
     m.add_function(wrap_pyfunction!(message::encode_send_batch, m)?)?;
     m.add_function(wrap_pyfunction!(sink::encode_sink_rows, m)?)?;
     m.add_function(wrap_pyfunction!(frame::decode_frames, m)?)?;

@@ -137,6 +137,15 @@ def read_units(units: bytes, segment, seg_base: int, readable: int, *, log_min: 
     code is not in *tag_codes* are consumed without a record; a record that would pass *max_bytes*
     (once one is taken) stops with "budget"; one in another segment stops with "segment"."""
 
+def property_codes(units: bytes, segment, seg_base: int, readable: int,
+                   names: list[str]) -> tuple[bytes, list[tuple[list[str], bytes]]]:
+    """The named properties of the records consume-queue *units* point at in *segment* (log offsets
+    ``[seg_base, seg_base + readable)``), dictionary-encoded for the bit-map prefilter: ``(store
+    timestamps as little-endian int64 per unit, [(distinct values, little-endian int32 code per
+    unit) per name])``; a code is the value's index, -1 when the record lacks the property, -2 when
+    the value is not UTF-8 or the record cannot be read (a blank unit, outside the segment).  A
+    repeated name has its last value."""
+
 def record_columns(buf, positions) -> dict:
     """Arrow buffers of every Spark column for the records at *positions* (an int64 buffer) in *buf*:
     fixed-width columns as little-endian bytes, strings/binary as ``(validity or None, int32 offsets,

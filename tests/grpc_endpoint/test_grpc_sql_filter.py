@@ -97,3 +97,40 @@ def test_pull_message_with_a_selector(sql_server):
         assert out[0].status.code == Code.OK
         assert [r.message.body for r in out if r.WhichOneof("content") == "message"] == [b"p10", b"p11", b"p12"]
         assert out[-1].next_offset == 30
+
+
+def test_simple_consumer_through_the_bit_map_prefilter(tmp_path):
+    """With enableCalcFilterBitMap the subscription the client's settings carry is registered (as
+    RocketMQ's proxy heartbeats it), messages sent after it get bit maps, and receive (pop) skips
+    the units whose bits say no - delivering exactly the selected messages."""
+    from rocketmq import FilterExpression, SimpleConsumer
+    server = ServerThread(tmp_path, endpoint_settings=FAST, enable_property_filter=True,
+                          store_settings={"enable_consume_queue_ext": True, "enable_calc_filter_bitmap": True}).start()
+    expr = "TAGS = 'T' AND amount > 200"
+    try:
+        server.create_topic("Bits")
+        c = SimpleConsumer(client_config(server), "GBits", {"Bits": FilterExpression(expr, pb.FilterType.SQL)},
+                           await_duration=2)
+        c.startup()
+        try:
+            bitmaps = server.broker.store.filter_bitmaps
+            wait_until(lambda: server.call(lambda: "GBits" in bitmaps._by_topic.get("Bits", {})), 30,
+                       "the registration from the client's settings")
+            ids = _send(server, "Bits", [(f"o{i}".encode(), "T" if i % 2 else "U", {"amount": str(i * 10)})
+                                         for i in range(60)])
+            assert server.call(lambda: bitmaps.prefilter("GBits", "Bits", expr)) is not None
+            wanted = {ids[i] for i in range(60) if i % 2 and i * 10 > 200}
+            got = {}
+
+            def more():
+                for m in c.receive(32, 30):
+                    got[m.message_id] = m
+                    c.ack(m)
+                return set(got) >= wanted
+            wait_until(more, 30, "the selected messages")
+            assert set(got) == wanted
+            assert bitmaps.units_skipped > 0                      # the pops did skip units unread
+        finally:
+            c.shutdown()
+    finally:
+        server.shutdown()

@@ -577,6 +577,8 @@ class Broker:
                 self.topics.create_retry_or_dlq(f"%RETRY%{group.group_name}", group.retry_queue_nums)
         conn.context["client"] = (cmd.language, cmd.version)      # the metrics' connection labels
         self._notify_changed(self.clients.heartbeat(conn, data))
+        if self.store.filter_bitmaps is not None:                  # enableCalcFilterBitMap: SQL92 filters' bits
+            self.store.filter_bitmaps.register_heartbeat(data)
         return _ok(cmd, {"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true"})
 
     async def _unregister_client(self, conn, cmd):

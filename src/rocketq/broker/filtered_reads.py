@@ -35,13 +35,17 @@ def scan_units_for(max_nums: int, max_filter_message_bytes: int = DEFAULT_MAX_FI
 
 
 def read(store, topic: str, queue_id: int, offset: int, max_nums: int, sub: Subscription | None, *,
-         scan_units: int) -> GetMessageResult:
-    """Up to *max_nums* messages of the queue from *offset* that *sub* lets through."""
+         scan_units: int, group: str | None = None) -> GetMessageResult:
+    """Up to *max_nums* messages of the queue from *offset* that *sub* lets through.  With the bit-map
+    prefilter on and *sub* the SQL92 filter *group* registered, the units whose bit map says "no" are
+    skipped unread (RocketMQ's ``isMatchedByConsumeQueue``); the rest are evaluated as always."""
     if sub is None or sub.is_all:
         return store.get_messages(topic, queue_id, offset, max_nums)
     if sub.sql is None:
         return _read_tags(store, topic, queue_id, offset, max_nums, sub.codes, scan_units)
-    res = store.get_messages(topic, queue_id, offset, max(scan_units, max_nums))
+    bitmaps = getattr(store, "filter_bitmaps", None)
+    prefilter = bitmaps.prefilter(group, topic, sub.expression) if bitmaps is not None else None
+    res = store.get_messages(topic, queue_id, offset, max(scan_units, max_nums), prefilter=prefilter)
     if res.status != GetStatus.FOUND:
         return res
     return select(res, sub, max_nums)

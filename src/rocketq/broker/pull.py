@@ -159,10 +159,10 @@ class PullHandler:
         if flags & FLAG_COMMIT_OFFSET:
             self._offsets.commit(group, topic, qid, cmd.get_int("commitOffset", -1))
         scan = filtered_reads.scan_units_for(max_nums, self._max_filter_bytes)
-        result = filtered_reads.read(self._store, topic, qid, offset, max_nums, sub, scan_units=scan)
+        result = filtered_reads.read(self._store, topic, qid, offset, max_nums, sub, scan_units=scan, group=group)
         code = status_code(result.status, offset)
         if code == ResponseCode.PULL_NOT_FOUND and flags & FLAG_SUSPEND:
-            result, code = await self._hold(conn, topic, qid, offset, max_nums, sub, scan, result, code,
+            result, code = await self._hold(conn, (group, topic), qid, offset, max_nums, sub, scan, result, code,
                                             min(cmd.get_int("suspendTimeoutMillis", 15_000) / 1000, MAX_SUSPEND_S))
         header = {"nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
                   "maxOffset": result.max_offset, "suggestWhichBrokerId": self._suggest(result)}
@@ -179,9 +179,10 @@ class PullHandler:
         return RemotingCommand.create_response(cmd, code, None if code == ResponseCode.SUCCESS else str(result.status),
                                                header, body)
 
-    async def _hold(self, conn, topic, qid, offset, max_nums, sub, scan, result, code, timeout_s):
+    async def _hold(self, conn, group_topic, qid, offset, max_nums, sub, scan, result, code, timeout_s):
         """Long polling: wait for arrivals until something passes *sub* or *timeout_s* is over.
         Arrivals the filter drops move the offset past them and the wait goes on."""
+        group, topic = group_topic
         loop_time = asyncio.get_running_loop().time
         give_up = loop_time() + timeout_s
         while code == ResponseCode.PULL_NOT_FOUND:
@@ -190,7 +191,7 @@ class PullHandler:
                                                          lambda: self._store.max_offset(topic, qid)):
                 break
             await conn.until_writable()    # woken with many others: each answer waits for the client to read
-            result = filtered_reads.read(self._store, topic, qid, offset, max_nums, sub, scan_units=scan)
+            result = filtered_reads.read(self._store, topic, qid, offset, max_nums, sub, scan_units=scan, group=group)
             code = status_code(result.status, offset)
             if result.status == GetStatus.NO_MATCHED_MESSAGE:        # all filtered out: wait on from past them
                 offset = result.next_begin_offset

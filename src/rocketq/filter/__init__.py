@@ -35,11 +35,13 @@ class FilterError(ValueError):
 class SqlFilter:
     """A compiled SQL92 selector."""
 
-    __slots__ = ("expression", "_fn")
+    __slots__ = ("expression", "_fn", "properties")
 
     def __init__(self, expression: str):
         self.expression = expression
-        self._fn = Parser(expression).parse().fn
+        parser = Parser(expression)
+        self._fn = parser.parse().fn
+        self.properties = frozenset(parser.names)      # names it reads
 
     def evaluate(self, properties: Mapping[str, str]):
         """True / False / None (unknown); raises EvalError where Java would throw."""

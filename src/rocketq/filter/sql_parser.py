@@ -73,6 +73,7 @@ class Parser:
         self.tokens = tokenize(expression)
         self.i = 0
         self.depth = 0
+        self.names: set[str] = set()      # the properties the expression reads (the bit-map prefilter's columns)
 
     # -- token helpers ---------------------------------------------------------------------------
 
@@ -206,6 +207,7 @@ class Parser:
             return constant({"TRUE": True, "FALSE": False, "NULL": None}[k], t.position)
         if k == "id":
             name = t.text
+            self.names.add(name)
             return Node("prop", lambda p: p.get(name), t.position, name)
         if k == "(":
             self.depth += 1

@@ -270,9 +270,12 @@ class Sessions:
                 self.register_tx_producer(session.client_id, t.name)
         elif s.WhichOneof("pub_sub") == "subscription":
             group = s.subscription.group.name
+            bitmaps = getattr(self.broker.store, "filter_bitmaps", None)   # enableCalcFilterBitMap: as the proxy registers
             for entry in s.subscription.subscriptions:           # a bad selector is refused here, at subscribe
                 if entry.HasField("expression"):
-                    grpc_filter(self.broker, entry.expression)
+                    sub = grpc_filter(self.broker, entry.expression)
+                    if bitmaps is not None and sub is not None and sub.sql is not None and group:
+                        bitmaps.register(group, entry.topic.name, sub.expression, sub.expression_type, 0)
             cfg = self.broker.groups.get(group, create=True) if group else None
             session.group = group
             out.subscription.fifo = bool(cfg and cfg.consume_message_orderly)

@@ -66,6 +66,14 @@ class StoreConfig:
     clean_resource_interval_ms: int = 10_000
     dispatch_queue_max_messages: int = 1 << 17     # back-pressure: producers wait when dispatch lags this far
     schedule_poll_interval_ms: int = 100
+    # the SQL92 bit-map prefilter (rocketq.store.filter_bitmap); off by default, as in RocketMQ, and on only
+    # with both switches, as there
+    enable_consume_queue_ext: bool = False         # enableConsumeQueueExt: consume queues get ext files
+    enable_calc_filter_bitmap: bool = False        # enableCalcFilterBitMap: filters' bit maps computed at dispatch
+    mapped_file_size_consume_queue_ext: int = 48 << 20   # mappedFileSizeConsumeQueueExt (bytes per ext file)
+    max_error_rate_of_bloom_filter: int = 20       # maxErrorRateOfBloomFilter (%; RocketMQ's BrokerConfig)
+    expect_consumer_num_use_filter: int = 32       # expectConsumerNumUseFilter (filters per topic the map is sized for)
+    filter_data_clean_time_span_ms: int = 24 * 3600 * 1000   # filterDataCleanTimeSpan: unheard-of filters go
 
     def __post_init__(self):
         object.__setattr__(self, "store_path", Path(self.store_path).expanduser())
@@ -82,6 +90,11 @@ class StoreConfig:
         if self.transient_store_pool_enable and self.flush_disk_type == SYNC_FLUSH:
             raise ValueError("transientStorePoolEnable works only with ASYNC_FLUSH, as in RocketMQ")
         parse_delay_levels(self.message_delay_level)
+        if self.mapped_file_size_consume_queue_ext < 4096:
+            raise ValueError(f"mappedFileSizeConsumeQueueExt {self.mapped_file_size_consume_queue_ext} is below 4096 bytes")
+        if self.enable_calc_filter_bitmap:
+            from rocketq.store.bloom import BloomFilter
+            BloomFilter.create(self.max_error_rate_of_bloom_filter, self.expect_consumer_num_use_filter)  # raises
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
             raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}")
         for key, value in (("diskMaxUsedSpaceRatio", self.disk_max_used_space_ratio),
@@ -124,6 +137,11 @@ class StoreConfig:
         "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio",
         "cleanFileForciblyEnable": "clean_file_forcibly_enable",
         "cleanResourceInterval": "clean_resource_interval_ms", "brokerRole": "broker_role",
+        "enableConsumeQueueExt": "enable_consume_queue_ext", "enableCalcFilterBitMap": "enable_calc_filter_bitmap",
+        "mappedFileSizeConsumeQueueExt": "mapped_file_size_consume_queue_ext",
+        "maxErrorRateOfBloomFilter": "max_error_rate_of_bloom_filter",
+        "expectConsumerNumUseFilter": "expect_consumer_num_use_filter",
+        "filterDataCleanTimeSpan": "filter_data_clean_time_span_ms",
     }
 
     @classmethod

@@ -9,6 +9,10 @@ The tags code is Java ``String.hashCode`` of the TAGS property (0 without tags);
 N * 20 of the concatenated segments (300,000 units = 6,000,000 bytes per segment by default),
 so a lookup is arithmetic.  Pre-filled gaps hold ``0 | 0x7FFFFFFF | 0`` like RocketMQ's blanks.
 
+With the bit-map prefilter (:mod:`rocketq.store.filter_bitmap`) a unit's tags code may instead be
+an address in the queue's extension file (:attr:`ConsumeQueue.ext`, at most ``Integer.MIN_VALUE - 1``,
+so never a tags code): the extension is cut back with the queue on recovery and expires with it.
+
 The dispatcher is the only writer.  It may hand a unit again after a crash (re-dispatch from a
 checkpoint); units below the current end are skipped, so a re-dispatch is idempotent.
 The queue is derived state: it can always be rebuilt from the CommitLog.
@@ -24,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from rocketq.common.validation import path_component_error
+from rocketq.store.consume_queue_ext import MAX_ADDR as EXT_MAX_ADDR
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
 
@@ -47,6 +52,7 @@ class ConsumeQueue:
         self.files = MappedFileQueue(directory, self.file_size, factory=lambda p: MappedFile(p, self.file_size))
         self.min_logic_offset = 0           # in bytes, like RocketMQ: first unit still backed by the log
         self.max_phy_offset = -1            # end (offset + size) of the last dispatched record
+        self.ext = None                     # its ConsumeQueueExt, when bit maps were ever written for it
 
     # -- offsets (in units) ------------------------------------------------------------------
 
@@ -186,6 +192,16 @@ class ConsumeQueue:
             if int(bad[0]) > 0:
                 break
         self._refresh_max_phy()
+        if self.ext is not None:            # ext units no surviving unit points at go too (RocketMQ's truncateByMaxAddress)
+            self.ext.truncate_after(self._last_ext_address())
+
+    def _last_ext_address(self) -> int | None:
+        for mf in reversed(self.files.files):
+            tags = np.frombuffer(mf.read(0, mf.wrote), dtype=CQ_DTYPE)["tag"]
+            at = np.flatnonzero(tags <= EXT_MAX_ADDR)
+            if len(at):
+                return int(tags[at[-1]])
+        return None
 
     def _refresh_max_phy(self) -> None:
         self.max_phy_offset = -1
@@ -215,16 +231,28 @@ class ConsumeQueue:
             count += 1
         self.files.delete_first(count)
         self.correct_min_offset(commitlog_min_offset)
+        first = self.files.first
+        if count and self.ext is not None and first is not None:
+            tags = np.frombuffer(first.read(0, first.wrote), dtype=CQ_DTYPE)["tag"]
+            at = np.flatnonzero(tags <= EXT_MAX_ADDR)
+            if len(at):
+                self.ext.delete_below(int(tags[at[0]]))
         return count
 
     def flush(self) -> None:
+        if self.ext is not None:            # first, so a unit on disk never points at ext bytes that are not
+            self.ext.flush()
         self.files.flush()
 
     def close(self) -> None:
+        if self.ext is not None:
+            self.ext.close()
         self.files.close()
 
     def destroy(self) -> None:
         """Unmap and delete every segment and the queue's directory (topic deletion)."""
+        if self.ext is not None:
+            self.ext.destroy()
         for mf in self.files.files:
             mf.destroy()
         self.files.files.clear()

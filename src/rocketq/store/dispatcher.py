@@ -71,18 +71,26 @@ class Sink(Protocol):
 
 
 class ConsumeQueueSink:
-    """Writes each run of 20-byte units into its topic/queue's consume queue."""
+    """Writes each run of 20-byte units into its topic/queue's consume queue.
+
+    With the bit-map prefilter (*bitmaps*, :mod:`rocketq.store.filter_bitmap`; None when it is off,
+    the default), the queue runs of topics with SQL92 filters get their ext units first, a batch at a
+    time: RocketMQ's ``CommitLogDispatcherCalcBitMap`` before ``CommitLogDispatcherBuildConsumeQueue``."""
 
     def __init__(self, queue_for: Callable[[str, int], object],
                  on_arrival: Callable[[str, int, int], None] | None = None,
-                 on_written: Callable[[object], None] | None = None):
+                 on_written: Callable[[object], None] | None = None, bitmaps=None):
         self._queue_for = queue_for
         self.on_arrival = on_arrival
         self.on_written = on_written        # told after units are written (marks the queue dirty)
+        self.bitmaps = bitmaps
 
     def dispatch(self, run) -> None:
+        filters = self.bitmaps.snapshot(run.end_offset) if self.bitmaps is not None else None
         for topic, queue_id, first, units, phy_end in run.queue_runs():
             cq = self._queue_for(topic, queue_id)
+            if filters and topic in filters:
+                first, units = self.bitmaps.attach(cq, first, units, filters[topic])
             cq.put_bytes(units, first, phy_end)
             if self.on_written is not None:
                 self.on_written(cq)

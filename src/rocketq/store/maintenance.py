@@ -25,10 +25,11 @@ class StoreMaintenance:
                 del self.commitlog.queue_offsets[key]
         for cq in doomed:
             cq.destroy()
-        try:
-            (self.paths.consumequeue / topic).rmdir()
-        except OSError:
-            pass
+        for root in (self.paths.consumequeue, self.paths.consumequeue_ext):
+            try:
+                (root / topic).rmdir()
+            except OSError:
+                pass
         return len(doomed)
 
     def append_replicated(self, offset: int, data) -> int:

@@ -31,7 +31,9 @@ from rocketq.store.commitlog import CommitLog
 from rocketq.store.config import SYNC_FLUSH, StoreConfig
 from rocketq.store.config_files import ConfigFileError, read_json, write_json
 from rocketq.store.consume_queue import BLANK_SIZE, ConsumeQueue
+from rocketq.store.consume_queue_ext import open_ext
 from rocketq.store.dispatcher import ConsumeQueueSink, Dispatcher, IndexSink
+from rocketq.store.filter_bitmap import open_filter_bitmaps
 from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlushService
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.prepare import Preparer, RecordBatch
@@ -122,7 +124,8 @@ class MessageStore(StoreMaintenance):
                                       clock_ms=lambda: int(self._clock() * 1000))
             self.index.load(clean_shutdown=not abnormal, checkpoint_ms=self.checkpoint.value.index_msg_timestamp)
         self._load_queues()
-        sinks = [ConsumeQueueSink(self._queue_for_dispatch, self._on_arrival, self._mark_dirty)]
+        self.filter_bitmaps = open_filter_bitmaps(cfg, paths, self.commitlog.files.find)   # None unless on
+        sinks = [ConsumeQueueSink(self._queue_for_dispatch, self._on_arrival, self._mark_dirty, self.filter_bitmaps)]
         if self.index is not None:
             sinks.append(IndexSink(self.index))
         self.dispatcher = Dispatcher(self.commitlog, sinks, delay_levels_ms=cfg.delay_levels_ms,
@@ -158,6 +161,8 @@ class MessageStore(StoreMaintenance):
             commitlog.files.close(flush=False)
         for cq in self._queues.values():
             cq.files.close(flush=False)
+            if cq.ext is not None:
+                cq.ext.files.close(flush=False)
         if getattr(self, "index", None) is not None:
             self.index.close()
 
@@ -167,6 +172,7 @@ class MessageStore(StoreMaintenance):
             for qdir in sorted(p for p in topic_dir.iterdir() if p.is_dir() and p.name.isdigit()):
                 cq = ConsumeQueue(root, topic_dir.name, int(qdir.name), self.config.consume_queue_entries)
                 cq.load()
+                open_ext(cq, self.paths.consumequeue_ext, self.config.mapped_file_size_consume_queue_ext)
                 self._queues[(topic_dir.name, int(qdir.name))] = cq
 
     def _recover(self, abnormal: bool) -> RecoveryReport:
@@ -392,6 +398,7 @@ class MessageStore(StoreMaintenance):
                 cq = self._queues.get((topic, queue_id))
                 if cq is None:
                     cq = ConsumeQueue(self.paths.consumequeue, topic, queue_id, self.config.consume_queue_entries)
+                    open_ext(cq, self.paths.consumequeue_ext, self.config.mapped_file_size_consume_queue_ext, fresh=True)
                     self._queues[(topic, queue_id)] = cq
         return cq
 
@@ -418,8 +425,10 @@ class MessageStore(StoreMaintenance):
     # -- reading -----------------------------------------------------------------------------
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32, *,
-                     tag_codes: set[int] | None = None, max_bytes: int | None = None) -> GetMessageResult:
-        return self._reader.get(topic, queue_id, offset, max_count, tag_codes=tag_codes, max_bytes=max_bytes)
+                     tag_codes: set[int] | None = None, max_bytes: int | None = None,
+                     prefilter=None) -> GetMessageResult:     # prefilter: filter_bitmap.Prefilter (bit maps)
+        return self._reader.get(topic, queue_id, offset, max_count, tag_codes=tag_codes, max_bytes=max_bytes,
+                                prefilter=prefilter)
 
     @property
     def _reader(self) -> QueueReader:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Callable
 
 from rocketq import _native
+from rocketq.store import filter_bitmap
 from rocketq.store.consume_queue import CQ_UNIT_SIZE
 from rocketq.store.record import StoredMessage
 from rocketq.store.results import GetMessageResult, GetStatus
@@ -29,7 +30,7 @@ class QueueReader:
         self._log = commitlog
 
     def get(self, topic: str, queue_id: int, offset: int, max_count: int, *,
-            tag_codes: set[int] | None = None, max_bytes: int | None = None) -> GetMessageResult:
+            tag_codes: set[int] | None = None, max_bytes: int | None = None, prefilter=None) -> GetMessageResult:
         cq = self._lookup((topic, queue_id))
         if cq is None:
             return GetMessageResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
@@ -42,12 +43,16 @@ class QueueReader:
             return GetMessageResult(GetStatus.OFFSET_OVERFLOW_ONE, [], offset, lo, hi)
         if offset > hi:
             return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, [], lo if lo == 0 else hi, lo, hi)
-        return self._read_units(cq, offset, max(1, max_count), tag_codes, max_bytes or MAX_PULL_BYTES, lo, hi)
+        return self._read_units(cq, offset, max(1, max_count), tag_codes, max_bytes or MAX_PULL_BYTES, lo, hi,
+                                prefilter)
 
-    def _read_units(self, cq, offset, max_count, tag_codes, max_bytes, lo, hi) -> GetMessageResult:
+    def _read_units(self, cq, offset, max_count, tag_codes, max_bytes, lo, hi, prefilter) -> GetMessageResult:
         units = cq.get_unit_bytes(offset, max_count)
         if not units:
             return GetMessageResult(GetStatus.OFFSET_FOUND_NULL, [], offset + 1, lo, hi)
+        window_units, kept = len(units) // CQ_UNIT_SIZE, None
+        if cq.ext is not None and (tag_codes is not None or prefilter is not None):
+            units, kept = filter_bitmap.window(cq, units, tag_codes=tag_codes, prefilter=prefilter)
         codes = list(tag_codes) if tag_codes is not None else None
         log_min = self._log.min_offset()
         blobs, count, consumed, last, removed, budget = [], 0, 0, -1, False, max_bytes
@@ -63,6 +68,8 @@ class QueueReader:
             last = at if at >= 0 else last
             if stop != "segment" or (used == 0 and n == 0) or budget <= 0:
                 break
+        if kept is not None:       # the bit maps dropped units: back to window positions (all of it when done)
+            consumed = int(kept[consumed]) if consumed < len(kept) else window_units
         if count:
             blob = blobs[0] if len(blobs) == 1 else b"".join(blobs)
             return GetMessageResult(GetStatus.FOUND, RecordRun(blob, count), offset + consumed, lo, hi, last)

@@ -4,6 +4,7 @@
 
     <store>/commitlog/<20-digit offset>                  CommitLog segments
     <store>/consumequeue/<topic>/<queueId>/<20-digit>    consume-queue segments
+    <store>/consumequeue_ext/<topic>/<queueId>/<20-digit>  their ext files (bit-map prefilter)
     <store>/index/<yyyyMMddHHmmssSSS>                    index files
     <store>/checkpoint  <store>/abort  <store>/lock
     <store>/config/topics.json consumerOffset.json delayOffset.json subscriptionGroup.json
@@ -20,7 +21,7 @@ import fcntl
 import os
 from pathlib import Path
 
-STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "abort", "lock", "config"}
+STORE_ENTRIES = {"commitlog", "consumequeue", "consumequeue_ext", "index", "checkpoint", "abort", "lock", "config"}
 
 
 class StoreOpenError(RuntimeError):
@@ -32,6 +33,7 @@ class StorePaths:
         self.root = Path(root)
         self.commitlog = self.root / "commitlog"
         self.consumequeue = self.root / "consumequeue"
+        self.consumequeue_ext = self.root / "consumequeue_ext"   # the bit-map prefilter's ext files
         self.index = self.root / "index"
         self.checkpoint = self.root / "checkpoint"
         self.abort = self.root / "abort"

@@ -26,6 +26,8 @@ from rocketq.store.checkpoint import CheckpointFile
 from rocketq.store.config import StoreConfig
 from rocketq.store.config_files import read_json
 from rocketq.store.consume_queue import CQ_DTYPE, CQ_UNIT_SIZE
+from rocketq.store.consume_queue_ext import MAX_ADDR as EXT_MAX_ADDR
+from rocketq.store.consume_queue_ext import undecorate
 from rocketq.store.mapped_file_queue import MappedFileQueue
 from rocketq.store.record import MAGIC_V1, MAGIC_V2, StoredMessage
 from rocketq.store.scan import parse_rows, scan_segment
@@ -189,13 +191,32 @@ def _verify_queues(paths: StorePaths, expected: dict, report: VerifyReport) -> N
             if qoff >= len(units):
                 break
             u = units[qoff]
-            tag_ok = key[0] == SCHEDULE_TOPIC or int(u["tag"]) == tag_hash(tags)
+            code = int(u["tag"])
+            if code <= EXT_MAX_ADDR:                 # the bit-map prefilter moved the tags code to the ext file
+                code = _ext_tags_code(paths, key, code)
+            tag_ok = key[0] == SCHEDULE_TOPIC or code == tag_hash(tags)
             if int(u["phy"]) != phy or int(u["size"]) != size or not tag_ok:
                 report.problem(f"{where} offset {qoff}: unit ({int(u['phy'])}, {int(u['size'])}, {int(u['tag'])}) "
                                f"but the log has the record at {phy} (size {size}, tags {tags!r})")
         if len(real) and (not want or int(real[-1]) > want[-1][0]):
             report.problem(f"{where}: units past the last message the log holds for it "
                            f"(unit offset {int(real[-1])})")
+
+
+def _ext_tags_code(paths: StorePaths, key: tuple[str, int], address: int) -> int | None:
+    """The tags code of the ext unit at *address* (None when it is not there)."""
+    qdir = paths.consumequeue_ext / key[0] / str(key[1])
+    files = sorted(p for p in qdir.iterdir() if p.name.isdigit()) if qdir.is_dir() else []
+    if not files:
+        return None
+    real, size = undecorate(address), files[0].stat().st_size
+    path = qdir / f"{real - real % size:020d}"
+    if not path.is_file():
+        return None
+    with path.open("rb") as f:
+        f.seek(real % size)
+        head = f.read(10)
+    return int.from_bytes(head[2:10], "big", signed=True) if len(head) == 10 else None
 
 
 def _read_queue(paths: StorePaths, key: tuple[str, int], entries: int) -> np.ndarray:
@@ -259,6 +280,7 @@ def rebuild_store(path: Path, *, progress: Progress = None) -> RebuildReport:
     paths = StorePaths(Path(path))
     with _Locked(Path(path)):
         shutil.rmtree(paths.consumequeue, ignore_errors=True)
+        shutil.rmtree(paths.consumequeue_ext, ignore_errors=True)
         shutil.rmtree(paths.index, ignore_errors=True)
         cp = CheckpointFile(paths.checkpoint)
         cp.value.logics_flushed_offset = 0

@@ -254,10 +254,13 @@ class Popper:
         or the round's scan budget is spent (then :attr:`cut_short` is set).  Under a tag filter
         the store skips other tags at the consume-queue level; each read looks at more units
         than the last (dense matches stay cheap, a backlog of other tags is crossed in few
-        reads).  An SQL92 filter is evaluated on each message read.  The pop offset advances past
+        reads).  An SQL92 filter is evaluated on each message read (with the bit-map prefilter, only
+        the messages whose bits may match are read).  The pop offset advances past
         everything looked at, taken or filtered out."""
         filtering = sub is not None and not sub.is_all
         codes = sub.codes if filtering else None
+        bitmaps = getattr(self._broker.store, "filter_bitmaps", None) if filtering and sub.sql is not None else None
+        prefilter = bitmaps.prefilter(key.group, key.topic, sub.expression) if bitmaps is not None else None
         out: list[Popped] = []
         count = want
         while len(out) < want:
@@ -266,7 +269,8 @@ class Popper:
                 break
             count = min(count, self._scan_left)
             start = q.next_offset
-            res = self._broker.store.get_messages(key.topic, key.queue_id, start, count, tag_codes=codes)
+            res = self._broker.store.get_messages(key.topic, key.queue_id, start, count, tag_codes=codes,
+                                                  prefilter=prefilter)
             if res.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
                 q.next_offset = res.next_begin_offset         # the queue was cut or reset under us
                 break
