@@ -118,3 +118,22 @@ def test_orderly_consumer_keeps_queue_order_through_a_failure(tmp_path):
             assert failed == ["7"]
             await consumer.shutdown()
     asyncio.run(main())
+
+
+def test_a_consumer_started_before_its_topic_exists_reads_it_soon_after(tmp_path):
+    """The topic has no route when the consumer starts; it looks again after 1 s, 2 s ... instead of
+    waiting a whole rebalance interval (20 s), so the first messages arrive within seconds."""
+    async def main():
+        async with cluster(tmp_path) as c, Producer("PG", c.addr) as p:
+            got = []
+            consumer = PushConsumer("GID_LATE", c.addr, listener=lambda msgs: got.extend(m.body for m in msgs),
+                                    consume_from=ConsumeFrom.FIRST)
+            consumer.subscribe("Late", "*")
+            await consumer.start()
+            await asyncio.sleep(0.2)
+            for i in range(10):                      # creates the topic (autoCreateTopicEnable)
+                await p.send(Message("Late", f"l{i}".encode()))
+            await until(lambda: len(got) == 10, 8, "the 10 messages of a topic made after the consumer started")
+            assert sorted(got) == sorted(f"l{i}".encode() for i in range(10))
+            await consumer.shutdown()
+    asyncio.run(main())

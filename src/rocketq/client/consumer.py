@@ -40,6 +40,10 @@ from rocketq.remoting import RequestCode, ResponseCode
 log = logging.getLogger("rocketq.client")
 
 REBALANCE_INTERVAL_S = 20.0
+# while a subscribed topic has no route yet (created a moment ago, its registration still on the way to
+# the NameServers) the consumer looks again after 1 s, then 2, 4 ... up to the rebalance interval,
+# instead of waiting a whole interval at once
+ROUTE_WAIT_FIRST_S = 1.0
 PERSIST_INTERVAL_S = 5.0
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PULL_ERROR_BACKOFF_S = 1.0
@@ -104,6 +108,8 @@ class ConsumerBase:
         self._tasks: list[asyncio.Task] = []
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
+        self._unrouted: set[str] = set()         # subscribed topics the NameServers had no route for
+        self._route_wait_s = ROUTE_WAIT_FIRST_S / 2
         self.running = False
         # the last pull the broker refused (NO_PERMISSION): pulls keep retrying, as an ACL file may
         # change, but a caller that would rather stop (the command line) can see why nothing comes
@@ -226,7 +232,7 @@ class ConsumerBase:
 
     async def _rebalance_loop(self) -> None:
         while True:
-            await wait_event(self._rebalance_now, REBALANCE_INTERVAL_S)
+            await wait_event(self._rebalance_now, self._route_wait_s if self._unrouted else REBALANCE_INTERVAL_S)
             self._rebalance_now.clear()
             try:
                 await self.rebalance()
@@ -236,9 +242,12 @@ class ConsumerBase:
     async def rebalance(self) -> None:
         async with self._rebalance_lock:
             wanted: dict[MessageQueue, str] = {}
+            unrouted = set()
             for topic, expression in self.subscriptions.items():
                 route = await self.instance.route(topic, refresh=True)
                 if route is None:
+                    if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                        unrouted.add(topic)
                     continue
                 queues = sorted(route.read_queues())
                 if self.model == MessageModel.CLUSTERING:
@@ -246,6 +255,8 @@ class ConsumerBase:
                     queues = allocate_average(queues, clients, self.instance.client_id)
                 for mq in queues:
                     wanted[mq] = expression
+            self._route_wait_s = min(self._route_wait_s * 2, REBALANCE_INTERVAL_S) if unrouted else ROUTE_WAIT_FIRST_S / 2
+            self._unrouted = unrouted
             for mq in [q for q in self.assigned if q not in wanted]:
                 await self._queue_removed(mq)
             for mq, expression in wanted.items():
