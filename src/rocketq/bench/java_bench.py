@@ -16,8 +16,8 @@ warm-up pass of every scenario runs first (JIT, class loading, the client's thre
 topics, with ``min(WARMUP_N, n)`` messages. Each run then starts a fresh server, creates one topic per protocol (``TOPIC_QUEUES``
 queues), and alternates the two clients scenario by scenario; the consumers read what the two sends
 stored (``2 * (n + 1)`` messages: each send scenario makes one untimed send first), each consumer
-with a fresh group. The server's CPU time (``/proc/<pid>/stat``) over each scenario gives its cost
-per message. Rows are medians over the runs; the ratio is gRPC / remoting of the median rates.
+with a fresh group. The CPU time (``/proc/<pid>/stat``) of the server and of the client's JVM over
+each scenario gives their cost per message (the JVM's includes its JIT and GC threads). Rows are medians over the runs; the ratio is gRPC / remoting of the median rates.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ RECEIVE_ACK, PUSH = "receive + ack", "push consumer"
 SCENARIOS = (SEND_SYNC, SEND_ASYNC, RECEIVE_ACK, PUSH)
 
 
-def _server_cpu_s(pid: int) -> float:
+def _cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")      # utime + stime
@@ -62,6 +62,9 @@ class _Clients:
     def __init__(self, logdir: Path):
         self.grpc = JavaRunner("grpc", None, "rocketq.compat.grpc.GrpcRunner", logdir / "jvm-grpc", BENCH_JVM)
         self.remoting = JavaRunner("remoting", "rmq5", "rocketq.compat.Runner", logdir / "jvm-remoting", BENCH_JVM)
+
+    def runner(self, protocol: str) -> JavaRunner:
+        return self.grpc if protocol == GRPC else self.remoting
 
     def close(self) -> None:
         self.grpc.close()
@@ -103,9 +106,12 @@ def _one_pass(clients: _Clients, srv: ServeProcess, tag: str, n: int, size: int,
         for protocol in (GRPC, REMOTING):
             progress(f"{tag}: {name}, {protocol.split(':')[0]}")
             group = f"JB_{tag}_{SCENARIOS.index(name)}_{protocol.split(':')[0]}"
-            cpu0 = _server_cpu_s(srv.proc.pid)
+            jvm = clients.runner(protocol)
+            jvm.start()
+            cpu0, jvm0 = _cpu_s(srv.proc.pid), _cpu_s(jvm.proc.pid)
             row = clients.scenario(name, protocol, srv, topics[protocol], n, size, group)
-            row["serverCpuUsPerMsg"] = (_server_cpu_s(srv.proc.pid) - cpu0) / row["messages"] * 1e6
+            row["serverCpuUsPerMsg"] = (_cpu_s(srv.proc.pid) - cpu0) / row["messages"] * 1e6
+            row["clientCpuUsPerMsg"] = (_cpu_s(jvm.proc.pid) - jvm0) / row["messages"] * 1e6
             out.setdefault(name, {})[protocol] = row
     return out
 
@@ -118,7 +124,8 @@ def _summary(per_run: list[dict[str, dict[str, dict]]]) -> dict:
             rates = [r["msgsPerS"] for r in reports]
             cell = {"msgs_per_s": [min(rates), statistics.median(rates), max(rates)],
                     "messages": reports[0]["messages"],
-                    "server_cpu_us_per_msg": statistics.median(r["serverCpuUsPerMsg"] for r in reports)}
+                    "server_cpu_us_per_msg": statistics.median(r["serverCpuUsPerMsg"] for r in reports),
+                    "client_cpu_us_per_msg": statistics.median(r["clientCpuUsPerMsg"] for r in reports)}
             for key, src in (("p50_ms", "p50Ms"), ("p99_ms", "p99Ms")):
                 if src in reports[0]:
                     cell[key] = statistics.median(r[src] for r in reports)

@@ -80,9 +80,10 @@ def build(project: str, profile: str | None = None) -> tuple[Path, str]:
                     f"-Dmdep.outputFile={out / 'classpath.tmp'}", "compile", "dependency:build-classpath"]
             if profile:
                 args[1:1] = ["-P", profile]
-            proc = subprocess.run(args, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-            assert proc.returncode == 0, f"maven build of {src} ({profile}) failed:\n{proc.stdout[-4000:]}" \
-                                         f"\n{proc.stderr[-2000:]}"
+            proc = subprocess.run(args, check=False, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+            if proc.returncode != 0:
+                raise RuntimeError(f"maven build of {src} ({profile}) failed:\n{proc.stdout[-4000:]}"
+                                   f"\n{proc.stderr[-2000:]}")
             (out / "classpath.tmp").rename(done)
     return out / "classes", done.read_text().strip()
 
@@ -118,9 +119,9 @@ class JavaRunner:
                 "-Drocketmq.client.rebalance.waitInterval=1000",
                 "-Djava.security.manager=allow",     # mqadmin's System.exit becomes an exception (AdminScenarios)
                 self.main_class]
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(self.stderr_path, "ab"), text=True, encoding="utf-8",
-                                     env=dict(os.environ, ROCKETMQ_HOME=str(home)))
+        with open(self.stderr_path, "ab") as stderr:          # the JVM keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                         text=True, encoding="utf-8", env=dict(os.environ, ROCKETMQ_HOME=str(home)))
         self.lines = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True).start()
         ready = self._next_result(JVM_READY_TIMEOUT_S, "ready")
@@ -150,10 +151,14 @@ class JavaRunner:
         except (OSError, AttributeError):
             return ""
 
-    def run(self, scenario: str, *, timeout_s: float = 60, raw: list[str] | None = None, **args) -> dict:
-        """Run *scenario*; return its data, or raise with the Java stack trace."""
+    def start(self) -> None:
+        """Start the JVM unless it is running (``run`` does that too)."""
         if self.proc is None or self.proc.poll() is not None:
             self._start()
+
+    def run(self, scenario: str, *, timeout_s: float = 60, raw: list[str] | None = None, **args) -> dict:
+        """Run *scenario*; return its data, or raise with the Java stack trace."""
+        self.start()
         words = [scenario] + [f"{k}={v}" for k, v in args.items()]
         if raw is not None:
             words += ["--", *raw]

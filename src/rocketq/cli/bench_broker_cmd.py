@@ -200,14 +200,14 @@ def _bench_grpc_java(runs: int, count: int, json_out: Path | None) -> None:
             raise click.ClickException(str(exc)) from None
     grpc, remoting = report["clients"]
     table = Table(title=f"1 KiB, {count:,} per send scenario, {runs} run(s): msgs/s min / median / max; "
-                        f"p50 / p99 ms and server CPU µs per message (medians)")
+                        f"p50 / p99 ms; server / client CPU µs per message (medians)")
     for col in ("scenario", grpc, "", remoting, "", "gRPC / remoting"):
         table.add_column(col)
 
     def cells(cell: dict) -> tuple[str, str]:
         lat = f"{cell['p50_ms']:.2f} / {cell['p99_ms']:.2f} ms, " if "p50_ms" in cell else ""
         return (" / ".join(f"{v:,.0f}" for v in cell["msgs_per_s"]),
-                f"{lat}{cell['server_cpu_us_per_msg']:,.0f} µs")
+                f"{lat}{cell['server_cpu_us_per_msg']:,.0f} / {cell['client_cpu_us_per_msg']:,.0f} µs")
     for scenario, by_client in report["rows"].items():
         table.add_row(scenario, *cells(by_client[grpc]), *cells(by_client[remoting]),
                       f"{report['ratios'][scenario]:.2f}")
