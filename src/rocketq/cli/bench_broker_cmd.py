@@ -188,7 +188,7 @@ def bench_grpc(runs: int, count: int, java: bool, json_out: Path | None) -> None
 
 def _bench_grpc_java(runs: int, count: int, json_out: Path | None) -> None:
     from rocketq.bench.java_bench import run_java_bench
-    from rocketq.bench.java_clients import JavaUnavailable, missing_java
+    from rocketq.bench.java_clients import JavaUnavailable, ScenarioFailed, missing_java
     if missing_java():
         raise click.ClickException(f"no Java clients to run: {missing_java()}")
     bar, task = step_progress(None, "starting")
@@ -196,7 +196,7 @@ def _bench_grpc_java(runs: int, count: int, json_out: Path | None) -> None:
         try:
             report = run_java_bench(runs=runs, n=count,
                                     progress=lambda label: bar.update(task, description=escape(label)))
-        except JavaUnavailable as exc:
+        except (JavaUnavailable, ScenarioFailed) as exc:           # a failed scenario carries the Java trace
             raise click.ClickException(str(exc)) from None
     grpc, remoting = report["clients"]
     table = Table(title=f"1 KiB, {count:,} per send scenario, {runs} run(s): msgs/s min / median / max; "

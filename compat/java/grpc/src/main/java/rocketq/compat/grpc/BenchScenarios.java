@@ -27,11 +27,12 @@ import org.apache.rocketmq.client.apis.producer.Producer;
  *  sending n messages of `size` bytes one at a time (window=0) or `window` sendAsync calls in flight, a
  *  SimpleConsumer receiving `batch` at a time on `threads` threads and acking each message (ackAsync,
  *  `window` in flight), and a PushConsumer. Every timing is System.nanoTime in this JVM; a scenario
- *  fails when a send or an ack fails, or when the messages stop coming for `idleMs`. */
+ *  fails when a send or an ack fails, or when no new message comes for `idleMs`. */
 final class BenchScenarios {
     static final long RESULT_WAIT_S = 60;
     static final Duration INVISIBLE = Duration.ofSeconds(60);       // longer than any run: no redelivery
     static final Duration AWAIT = Duration.ofMillis(500);           // a receive on an empty queue returns soon
+    static final long IDLE_MS = 20_000;                             // no new message this long: the scenario fails
     private static final ClientServiceProvider PROVIDER = ClientServiceProvider.loadService();
 
     private BenchScenarios() {
@@ -59,6 +60,23 @@ final class BenchScenarios {
             out.put("p99Ms", sorted[Math.min(latCount - 1, (int) (latCount * 0.99))] / 1e6);
         }
         return out;
+    }
+
+    /** Until `doneAt` is set; fails once `count` has not grown for `idleMs` (a stall, whatever the count). */
+    static void awaitProgress(AtomicLong doneAt, AtomicInteger count, long idleMs, int expect)
+        throws InterruptedException {
+        int seen = -1;
+        long last = System.nanoTime();
+        while (doneAt.get() == 0) {
+            Thread.sleep(GrpcScenarios.POLL_MS);
+            int now = count.get();
+            if (now != seen) {
+                seen = now;
+                last = System.nanoTime();
+            } else if (System.nanoTime() - last > idleMs * 1_000_000) {
+                throw new AssertionError("no new message for " + idleMs + " ms after " + now + " of " + expect);
+            }
+        }
     }
 
     private static Message message(String topic, byte[] body) {
@@ -115,7 +133,7 @@ final class BenchScenarios {
         int expect = a.getInt("expect", 1000);
         int batch = a.getInt("batch", 32);
         int threads = a.getInt("threads", 4);
-        long idleNanos = a.getLong("idleMs", 10_000) * 1_000_000;
+        long idleNanos = a.getLong("idleMs", IDLE_MS) * 1_000_000;
         Semaphore ackSlots = new Semaphore(a.getInt("window", 256));
         Set<String> acked = ConcurrentHashMap.newKeySet();
         long[] lat = new long[expect + threads * batch];
@@ -200,8 +218,7 @@ final class BenchScenarios {
                 }
                 return ConsumeResult.SUCCESS;
             }).build()) {
-            GrpcScenarios.await(() -> doneAt.get() != 0, a.getLong("timeoutMs", 120_000),
-                expect + " messages consumed");
+            awaitProgress(doneAt, distinct, a.getLong("idleMs", IDLE_MS), expect);
         }
         Map<String, Object> out = report(expect - 1, doneAt.get() - first.get(), null, 0);
         out.put("deliveries", deliveries.get());
