@@ -25,7 +25,9 @@ def test_bench_grpc_java_smoke(invoke, tmp_path):
         for client in (GRPC, REMOTING):
             cell = by_client[client]
             assert cell["messages"] == expected[scenario], (scenario, client, cell)
-            assert cell["msgs_per_s"][0] > 0 and cell["server_cpu_us_per_msg"] > 0 < cell["client_cpu_us_per_msg"], (scenario, client, cell)
+            assert cell["msgs_per_s"][0] > 0, (scenario, client, cell)
+            # CPU is counted in clock ticks (10 ms): a smoke-sized scenario may cost less than one
+            assert cell["server_cpu_us_per_msg"] >= 0 and cell["client_cpu_us_per_msg"] >= 0, (scenario, client, cell)
         assert report["ratios"][scenario] > 0
     for scenario in SCENARIOS[:3]:                # sends and receive + ack report latencies
         assert all(0 < by_client[c]["p50_ms"] <= by_client[c]["p99_ms"] for c in (GRPC, REMOTING)
