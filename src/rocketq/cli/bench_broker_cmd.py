@@ -158,9 +158,16 @@ def bench_compare(runs: int, backlog: int, quick: bool, out_dir: Path | None, se
 @bench.command("grpc")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--count", type=click.IntRange(min=10), default=3000, show_default=True, help="Messages per send scenario.")
+@click.option("--java", "java", is_flag=True,
+              help="Apache RocketMQ's Java clients instead: rocketmq-client-java 5.0.8 over gRPC beside "
+                   "rocketmq-client 5.3.3 over remoting (needs java and mvn, and a source checkout).")
 @click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None)
-def bench_grpc(runs: int, count: int, json_out: Path | None) -> None:
-    """The official 5.x client over gRPC beside rocketq's client over remoting, same server, same run."""
+def bench_grpc(runs: int, count: int, java: bool, json_out: Path | None) -> None:
+    """The official 5.x client over gRPC beside rocketq's client over remoting, same server, same run
+    (with --java: Apache RocketMQ's Java clients of both protocols)."""
+    if java:
+        _bench_grpc_java(runs, count, json_out)
+        return
     from rocketq.bench.grpc_bench import run_grpc_bench
     bar, task = step_progress(None, "starting")
     with bar:
@@ -177,6 +184,36 @@ def bench_grpc(runs: int, count: int, json_out: Path | None) -> None:
     out().print(table)
     if json_out is not None:
         json_out.write_text(json.dumps(dict(report, ratios=ratios), indent=2))
+
+
+def _bench_grpc_java(runs: int, count: int, json_out: Path | None) -> None:
+    from rocketq.bench.java_bench import run_java_bench
+    from rocketq.bench.java_clients import JavaUnavailable, ScenarioFailed, missing_java
+    if missing_java():
+        raise click.ClickException(f"no Java clients to run: {missing_java()}")
+    bar, task = step_progress(None, "starting")
+    with bar:
+        try:
+            report = run_java_bench(runs=runs, n=count,
+                                    progress=lambda label: bar.update(task, description=escape(label)))
+        except (JavaUnavailable, ScenarioFailed) as exc:           # a failed scenario carries the Java trace
+            raise click.ClickException(str(exc)) from None
+    grpc, remoting = report["clients"]
+    table = Table(title=f"1 KiB, {count:,} per send scenario, {runs} run(s): msgs/s min / median / max; "
+                        f"p50 / p99 ms; server / client CPU µs per message (medians)")
+    for col in ("scenario", grpc, "", remoting, "", "gRPC / remoting"):
+        table.add_column(col)
+
+    def cells(cell: dict) -> tuple[str, str]:
+        lat = f"{cell['p50_ms']:.2f} / {cell['p99_ms']:.2f} ms, " if "p50_ms" in cell else ""
+        return (" / ".join(f"{v:,.0f}" for v in cell["msgs_per_s"]),
+                f"{lat}{cell['server_cpu_us_per_msg']:,.0f} / {cell['client_cpu_us_per_msg']:,.0f} µs")
+    for scenario, by_client in report["rows"].items():
+        table.add_row(scenario, *cells(by_client[grpc]), *cells(by_client[remoting]),
+                      f"{report['ratios'][scenario]:.2f}")
+    out().print(table)
+    if json_out is not None:
+        json_out.write_text(json.dumps(report, indent=2))
 
 
 @bench.command("timer")

@@ -22,6 +22,7 @@ final class Scenarios {
             case "mqadmin" -> AdminScenarios.mqadmin(a);
             case "send_to_queue" -> BadInputScenarios.sendToQueue(a);
             case "subscribe_sql" -> BadInputScenarios.subscribeSql(a);
+            case "bench_send", "bench_lite", "bench_push" -> BenchScenarios.run(a);
             default -> throw new IllegalArgumentException("no scenario " + a.name);
         };
     }

@@ -45,6 +45,7 @@ final class GrpcScenarios {
             case "transaction" -> transaction(a);
             case "simple" -> simple(a);
             case "push" -> push(a);
+            case "bench_send", "bench_simple", "bench_push" -> BenchScenarios.run(a);
             default -> throw new IllegalArgumentException("no scenario " + a.name);
         };
     }
