@@ -44,6 +44,19 @@ async def _replica_info(namesrv: str) -> dict:
         await client.close()
 
 
+async def _master_routed(namesrv: str, topic: str) -> bool:
+    """The NameServer routes *topic* to a master (brokerId 0): the elected broker has registered as one."""
+    from rocketq.common import fastjson
+    host, _, port = namesrv.rpartition(":")
+    client = RemotingClient(host, int(port))
+    try:
+        r = await client.invoke(RemotingCommand.create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 5)
+        datas = fastjson.loads(r.body).get("brokerDatas", []) if r.code == 0 and r.body else []
+        return any("0" in {str(k) for k in (b.get("brokerAddrs") or {})} for b in datas)
+    finally:
+        await client.close()
+
+
 async def _until(what, predicate, timeout_s=30.0):
     deadline = time.monotonic() + timeout_s
     while True:
@@ -104,6 +117,8 @@ def test_controller_elects_the_best_slave_and_the_old_master_rejoins(tmp_path):
             procs[1], addrs[1] = _broker(tmp_path, 1, namesrv)
             await _until("broker 1 master", lambda: _ok(_replica_info(namesrv), lambda i: i.get("masterId") == 1
                                                            and not i["pending"]))
+            # elected is not yet registered: the producer below needs TBW102's route with a master in it
+            await _until("broker 1 routed as master", lambda: _master_routed(namesrv, "TBW102"))
             async with Producer("PG0", namesrv, retries=0, timeout_s=3) as p:      # creates the topic
                 await p.send(Message(TOPIC, b"first"))
             for bid in (2, 3):

@@ -134,19 +134,12 @@ class ConsoleData:
         return out
 
     async def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int, creds=None) -> list[dict]:
-        """Set *group*'s offset of every queue of *topic* to the first message stored at or after
-        *timestamp_ms* (``mqadmin resetOffsetByTime`` for a stopped group: running consumers would
-        commit their own offsets over it)."""
-        admin, done = self.admin(creds), []
-        route = await admin.route(topic)
-        for mq in route.read_queues():
-            addr = route.master_of(mq.broker_name)
-            if addr is None:
-                continue
-            offset = await admin.api.search_offset(addr, mq, timestamp_ms)
-            await admin.api.update_offset(addr, group, mq, offset)
-            done.append({"broker": mq.broker_name, "queue_id": mq.queue_id, "offset": offset})
-        return done
+        """Move *group*'s offset of every queue of *topic* to the first message stored at or after
+        *timestamp_ms*, on every master (INVOKE_BROKER_TO_RESET_OFFSET, RocketMQ 5's server-side reset:
+        running consumers follow without a restart)."""
+        offsets = await self.admin(creds).reset_offset(group, topic, timestamp_ms)
+        return [{"broker": mq.broker_name, "queue_id": mq.queue_id, "offset": offset}
+                for mq, offset in sorted(offsets.items())]
 
     # -- messages ----------------------------------------------------------------------------
 
