@@ -156,6 +156,13 @@ def test_topic_send_search_lag_reset_and_trace(browser, served, tmp_path):
     assert total_lag(p) == 21                                   # back to the first message of every queue
     p.shot("group-reset")
 
+    p.open("/topics")
+    p.until("the topic in the list", lambda: "ConsoleTopic" in p.text("#topics"))
+    p.shot("topics")
+    p.open("/groups")
+    p.until("the group in the list", lambda: "GID_CONSOLE" in p.text("#groups"))
+    p.shot("groups")
+
     _send_trace_records(served.namesrv, msg_id)
     p.open(f"/trace/{msg_id}")
     p.until("the trace rows", lambda: "consumed" in p.text("#trace"))
@@ -169,7 +176,8 @@ def test_topic_send_search_lag_reset_and_trace(browser, served, tmp_path):
     p.open("/")
     p.shot("cluster")
     assert all((tmp_path / "screens" / f"{n}.png").stat().st_size > 10_000
-               for n in ("cluster", "topic", "send", "message", "messages", "group", "group-reset", "trace", "live"))
+               for n in ("cluster", "topics", "topic", "send", "message", "messages", "groups", "group", "group-reset",
+                         "trace", "live"))
 
 
 def _send_trace_records(namesrv: str, msg_id: str) -> None:
