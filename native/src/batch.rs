@@ -18,23 +18,45 @@
 //! in the batch's own arena; the Python objects are immutable `bytes`, so reading them without
 //! the GIL is sound.
 
+use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::Borrowed;
-use pyo3::create_exception;
 
 use crate::buffers::Bytes;
 use crate::record::{self, Host, NOT_CONSUMABLE};
 use crate::{message, msgid, slots, wire};
 
 /// The `Message` fields a plain message is read from, in the order `from_messages` unpacks them.
-const MESSAGE_FIELDS: [&str; 13] = ["topic", "body", "queue_id", "tags", "keys", "properties", "flag", "sys_flag",
-                                    "born_timestamp", "born_host", "reconsume_times", "prepared_transaction_offset",
-                                    "delay_level"];
+const MESSAGE_FIELDS: [&str; 13] = [
+    "topic",
+    "body",
+    "queue_id",
+    "tags",
+    "keys",
+    "properties",
+    "flag",
+    "sys_flag",
+    "born_timestamp",
+    "born_host",
+    "reconsume_times",
+    "prepared_transaction_offset",
+    "delay_level",
+];
 
-create_exception!(_native, BatchError, PyValueError, "A message the store refuses: args are (status name, reason).");
-create_exception!(_native, BatchFormatError, PyValueError, "A SEND_BATCH_MESSAGE body that does not parse.");
+create_exception!(
+    _native,
+    BatchError,
+    PyValueError,
+    "A message the store refuses: args are (status name, reason)."
+);
+create_exception!(
+    _native,
+    BatchFormatError,
+    PyValueError,
+    "A SEND_BATCH_MESSAGE body that does not parse."
+);
 
 pub const MAX_QUEUE_ID: i64 = i32::MAX as i64;
 const NO_GROUP: u32 = u32::MAX;
@@ -47,7 +69,10 @@ struct Span {
 
 impl Span {
     fn of(b: &[u8]) -> Span {
-        Span { ptr: b.as_ptr(), len: b.len() }
+        Span {
+            ptr: b.as_ptr(),
+            len: b.len(),
+        }
     }
     /// # Safety
     /// The memory must be kept alive by the batch (`keep` or `arena`).
@@ -161,7 +186,11 @@ impl Builder {
     }
 
     fn group_index(&mut self, topic: u32, queue_id: i32) -> u32 {
-        if let Some(i) = self.groups.iter().rposition(|g| g.0 == topic && g.1 == queue_id) {
+        if let Some(i) = self
+            .groups
+            .iter()
+            .rposition(|g| g.0 == topic && g.1 == queue_id)
+        {
             self.groups[i].2 += 1;
             return i as u32;
         }
@@ -171,32 +200,76 @@ impl Builder {
 
     /// Checks the parts every path shares and adds the record.  `which` names the message in errors.
     #[allow(clippy::too_many_arguments)]
-    fn push(&mut self, which: Which, topic: &[u8], queue_id: i64, flag: i64, sys_flag: i64, born_ts: i64,
-            born: Host, reconsume: i64, prepared: i64, body: &[u8], props: Span) -> PyResult<()> {
+    fn push(
+        &mut self,
+        which: Which,
+        topic: &[u8],
+        queue_id: i64,
+        flag: i64,
+        sys_flag: i64,
+        born_ts: i64,
+        born: Host,
+        reconsume: i64,
+        prepared: i64,
+        body: &[u8],
+        props: Span,
+    ) -> PyResult<()> {
         if !(0..=MAX_QUEUE_ID).contains(&queue_id) {
-            return Err(illegal(format!("{which}: queue id {queue_id} of topic {:?} is out of range", topic_text(topic))));
+            return Err(illegal(format!(
+                "{which}: queue id {queue_id} of topic {:?} is out of range",
+                topic_text(topic)
+            )));
         }
-        for (name, v) in [("flag", flag), ("sys_flag", sys_flag), ("reconsume_times", reconsume)] {
+        for (name, v) in [
+            ("flag", flag),
+            ("sys_flag", sys_flag),
+            ("reconsume_times", reconsume),
+        ] {
             if i32::try_from(v).is_err() {
-                return Err(illegal(format!("{which}: {name} {v} does not fit in 32 bits")));
+                return Err(illegal(format!(
+                    "{which}: {name} {v} does not fit in 32 bits"
+                )));
             }
         }
         if body.len() > self.limits.max_body {
-            return Err(illegal(format!("{which} (topic {:?}): body of {} bytes exceeds maxMessageSize {}",
-                                       topic_text(topic), body.len(), self.limits.max_body)));
+            return Err(illegal(format!(
+                "{which} (topic {:?}): body of {} bytes exceeds maxMessageSize {}",
+                topic_text(topic),
+                body.len(),
+                self.limits.max_body
+            )));
         }
         if props.len > record::MAX_PROPERTIES_BYTES {
-            return Err(refuse("PROPERTIES_SIZE_EXCEEDED", format!(
-                "{which} (topic {:?}): properties are {} bytes, at most {}",
-                topic_text(topic), props.len, record::MAX_PROPERTIES_BYTES)));
+            return Err(refuse(
+                "PROPERTIES_SIZE_EXCEEDED",
+                format!(
+                    "{which} (topic {:?}): properties are {} bytes, at most {}",
+                    topic_text(topic),
+                    props.len,
+                    record::MAX_PROPERTIES_BYTES
+                ),
+            ));
         }
         if topic.is_empty() || topic.len() > record::MAX_TOPIC_BYTES {
-            return Err(illegal(format!("{which}: the topic is empty or longer than {} bytes", record::MAX_TOPIC_BYTES)));
+            return Err(illegal(format!(
+                "{which}: the topic is empty or longer than {} bytes",
+                record::MAX_TOPIC_BYTES
+            )));
         }
         let sys_flag = sys_flag as i32;
-        let size = record::record_len(born.is_v6(), self.limits.store_v6, body.len(), topic.len(), props.len);
+        let size = record::record_len(
+            born.is_v6(),
+            self.limits.store_v6,
+            body.len(),
+            topic.len(),
+            props.len,
+        );
         let t = self.topic_index(topic);
-        let group = if sys_flag & NOT_CONSUMABLE != 0 { NO_GROUP } else { self.group_index(t, queue_id as i32) };
+        let group = if sys_flag & NOT_CONSUMABLE != 0 {
+            NO_GROUP
+        } else {
+            self.group_index(t, queue_id as i32)
+        };
         self.recs.push(Rec {
             body: Span::of(body),
             props,
@@ -216,7 +289,11 @@ impl Builder {
         Ok(())
     }
 
-    fn finish(mut self, py: Python<'_>, check_topic: Option<&Bound<'_, PyAny>>) -> PyResult<RecordBatch> {
+    fn finish(
+        mut self,
+        py: Python<'_>,
+        check_topic: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<RecordBatch> {
         let mut topic_names = Vec::with_capacity(self.topics.len());
         for t in &self.topics {
             let name = PyString::new(py, &topic_text(t));
@@ -230,7 +307,10 @@ impl Builder {
         }
         let base = self.arena.as_ptr();
         for &(i, start, len) in &self.arena_props {
-            self.recs[i].props = Span { ptr: unsafe { base.add(start) }, len };
+            self.recs[i].props = Span {
+                ptr: unsafe { base.add(start) },
+                len,
+            };
         }
         let mut recs = self.recs;
         let crc_all = |recs: &mut Vec<Rec>| {
@@ -243,9 +323,16 @@ impl Builder {
         } else {
             crc_all(&mut recs);
         }
-        Ok(RecordBatch { recs, topics: self.topics, topic_names, queue_offsets: std::sync::OnceLock::new(),
-                         groups: self.groups, total: self.total,
-                         _keep: self.keep, _arena: self.arena })
+        Ok(RecordBatch {
+            recs,
+            topics: self.topics,
+            topic_names,
+            queue_offsets: std::sync::OnceLock::new(),
+            groups: self.groups,
+            total: self.total,
+            _keep: self.keep,
+            _arena: self.arena,
+        })
     }
 }
 
@@ -264,12 +351,21 @@ fn int_field(v: &Bound<'_, PyAny>, which: Which, name: &str) -> PyResult<i64> {
 }
 
 fn host_arg(ip: &[u8], port: i64, what: &str) -> PyResult<Host> {
-    let port = i32::try_from(port).map_err(|_| PyValueError::new_err(format!("{what} port {port} is out of range")))?;
-    Host::new(ip, port).ok_or_else(|| PyValueError::new_err(format!("{what} address has {} bytes, not 4 or 16", ip.len())))
+    let port = i32::try_from(port)
+        .map_err(|_| PyValueError::new_err(format!("{what} port {port} is out of range")))?;
+    Host::new(ip, port).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "{what} address has {} bytes, not 4 or 16",
+            ip.len()
+        ))
+    })
 }
 
 /// The `bytes` of `obj`: itself when it is `bytes`, else a copy (kept alive by the batch).
-fn as_bytes<'py>(obj: &Bound<'py, PyAny>, keep: &mut Vec<Py<PyAny>>) -> PyResult<Bound<'py, PyBytes>> {
+fn as_bytes<'py>(
+    obj: &Bound<'py, PyAny>,
+    keep: &mut Vec<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyBytes>> {
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(b.clone());
     }
@@ -286,9 +382,20 @@ impl RecordBatch {
     #[pyo3(signature = (body, topic, queue_id, *, sys_flag, born_timestamp, born_ip, born_port, reconsume_times,
                         max_body_bytes, store_v6, check_topic=None))]
     #[allow(clippy::too_many_arguments)]
-    fn from_wire(py: Python<'_>, body: &Bound<'_, PyBytes>, topic: &str, queue_id: i64, sys_flag: i64,
-                 born_timestamp: i64, born_ip: &[u8], born_port: i64, reconsume_times: i64, max_body_bytes: usize,
-                 store_v6: bool, check_topic: Option<&Bound<'_, PyAny>>) -> PyResult<Option<RecordBatch>> {
+    fn from_wire(
+        py: Python<'_>,
+        body: &Bound<'_, PyBytes>,
+        topic: &str,
+        queue_id: i64,
+        sys_flag: i64,
+        born_timestamp: i64,
+        born_ip: &[u8],
+        born_port: i64,
+        reconsume_times: i64,
+        max_body_bytes: usize,
+        store_v6: bool,
+        check_topic: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<RecordBatch>> {
         let born = host_arg(born_ip, born_port, "born host")?;
         let data = body.as_bytes();
         let msgs = match wire::parse(data) {
@@ -297,11 +404,28 @@ impl RecordBatch {
             Err(wire::Error::Format(reason)) => return Err(BatchFormatError::new_err(reason)),
             Err(wire::Error::Illegal(reason)) => return Err(illegal(reason)),
         };
-        let mut b = Builder::new(Limits { max_body: max_body_bytes, store_v6 }, msgs.len());
+        let mut b = Builder::new(
+            Limits {
+                max_body: max_body_bytes,
+                store_v6,
+            },
+            msgs.len(),
+        );
         b.keep.push(body.clone().into_any().unbind());
         for (i, m) in msgs.iter().enumerate() {
-            b.push(Which::Index(i), topic.as_bytes(), queue_id, m.flag as i64, sys_flag, born_timestamp, born,
-                   reconsume_times, 0, m.body, Span::of(m.props))?;
+            b.push(
+                Which::Index(i),
+                topic.as_bytes(),
+                queue_id,
+                m.flag as i64,
+                sys_flag,
+                born_timestamp,
+                born,
+                reconsume_times,
+                0,
+                m.body,
+                Span::of(m.props),
+            )?;
         }
         b.finish(py, check_topic).map(Some)
     }
@@ -311,10 +435,25 @@ impl RecordBatch {
     /// (the store's policy re-addresses it), which returns a row as `from_rows` takes.
     #[staticmethod]
     #[pyo3(signature = (msgs, *, max_body_bytes, store_v6, general, check_topic=None))]
-    fn from_messages(py: Python<'_>, msgs: &Bound<'_, PyList>, max_body_bytes: usize, store_v6: bool,
-                     general: &Bound<'_, PyAny>, check_topic: Option<&Bound<'_, PyAny>>) -> PyResult<RecordBatch> {
-        let mut b = Builder::new(Limits { max_body: max_body_bytes, store_v6 }, msgs.len());
-        let reader = msgs.iter().next().and_then(|m| slots::reader(&m, &MESSAGE_FIELDS));
+    fn from_messages(
+        py: Python<'_>,
+        msgs: &Bound<'_, PyList>,
+        max_body_bytes: usize,
+        store_v6: bool,
+        general: &Bound<'_, PyAny>,
+        check_topic: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<RecordBatch> {
+        let mut b = Builder::new(
+            Limits {
+                max_body: max_body_bytes,
+                store_v6,
+            },
+            msgs.len(),
+        );
+        let reader = msgs
+            .iter()
+            .next()
+            .and_then(|m| slots::reader(&m, &MESSAGE_FIELDS));
         let mut raw: Vec<*mut pyo3::ffi::PyObject> = Vec::with_capacity(MESSAGE_FIELDS.len());
         let mut looked_up: Vec<Bound<'_, PyAny>> = Vec::with_capacity(MESSAGE_FIELDS.len());
         for (i, m) in msgs.iter().enumerate() {
@@ -340,8 +479,15 @@ impl RecordBatch {
             let topic_str = field(0).cast::<PyString>()?;
             let body = as_bytes(&field(1), &mut b.keep)?;
             let tags_obj = field(3);
-            let tags_str = if tags_obj.is_none() { None } else { Some(tags_obj.cast::<PyString>()?) };
-            let tags = match &tags_str { Some(t) => Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty()), None => None };
+            let tags_str = if tags_obj.is_none() {
+                None
+            } else {
+                Some(tags_obj.cast::<PyString>()?)
+            };
+            let tags = match &tags_str {
+                Some(t) => Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty()),
+                None => None,
+            };
             let start = b.arena.len();
             if !message::properties_into(&mut b.arena, &field(5), tags, &field(4), 0)? {
                 return Err(illegal(format!("{which} (topic {:?}): property names and values must not contain \\x01 or \\x02",
@@ -350,11 +496,22 @@ impl RecordBatch {
             let len = b.arena.len() - start;
             let port = born.get_borrowed_item(1)?.extract::<i64>()?;
             let born = host_arg(born_ip, port, "born host")?;
-            b.push(which, topic_str.to_str()?.as_bytes(), int_field(&field(2), which, "queue_id")?,
-                   int_field(&field(6), which, "flag")?, int_field(&field(7), which, "sys_flag")?,
-                   int_field(&field(8), which, "born_timestamp")?, born, int_field(&field(10), which, "reconsume_times")?,
-                   int_field(&field(11), which, "prepared_transaction_offset")?, body.as_bytes(),
-                   Span { ptr: std::ptr::null(), len })?;
+            b.push(
+                which,
+                topic_str.to_str()?.as_bytes(),
+                int_field(&field(2), which, "queue_id")?,
+                int_field(&field(6), which, "flag")?,
+                int_field(&field(7), which, "sys_flag")?,
+                int_field(&field(8), which, "born_timestamp")?,
+                born,
+                int_field(&field(10), which, "reconsume_times")?,
+                int_field(&field(11), which, "prepared_transaction_offset")?,
+                body.as_bytes(),
+                Span {
+                    ptr: std::ptr::null(),
+                    len,
+                },
+            )?;
             let rec = b.recs.len() - 1;
             b.arena_props.push((rec, start, len));
             b.keep.push(body.into_any().unbind());
@@ -366,11 +523,26 @@ impl RecordBatch {
     /// prepared_offset, body, properties)`; the properties as UTF-8 `bytes`.
     #[staticmethod]
     #[pyo3(signature = (rows, *, max_body_bytes, store_v6, check_topic=None))]
-    fn from_rows(py: Python<'_>, rows: &Bound<'_, PyList>, max_body_bytes: usize, store_v6: bool,
-                 check_topic: Option<&Bound<'_, PyAny>>) -> PyResult<RecordBatch> {
-        let mut b = Builder::new(Limits { max_body: max_body_bytes, store_v6 }, rows.len());
+    fn from_rows(
+        py: Python<'_>,
+        rows: &Bound<'_, PyList>,
+        max_body_bytes: usize,
+        store_v6: bool,
+        check_topic: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<RecordBatch> {
+        let mut b = Builder::new(
+            Limits {
+                max_body: max_body_bytes,
+                store_v6,
+            },
+            rows.len(),
+        );
         for (i, row) in rows.iter().enumerate() {
-            let which = if rows.len() == 1 { Which::Single } else { Which::Index(i) };
+            let which = if rows.len() == 1 {
+                Which::Single
+            } else {
+                Which::Index(i)
+            };
             push_row(&mut b, which, row.cast::<PyTuple>()?)?;
         }
         b.finish(py, check_topic)
@@ -400,7 +572,10 @@ impl RecordBatch {
 
     /// `(topic, queue id, count)` of the consumable records, one per queue, in first-seen order.
     fn groups(&self, py: Python<'_>) -> Vec<(Py<PyString>, i32, u32)> {
-        self.groups.iter().map(|&(t, q, n)| (self.topic_names[t as usize].clone_ref(py), q, n)).collect()
+        self.groups
+            .iter()
+            .map(|&(t, q, n)| (self.topic_names[t as usize].clone_ref(py), q, n))
+            .collect()
     }
 
     /// Each record's queue offset once appended (0 for prepared and rolled-back records).
@@ -411,7 +586,10 @@ impl RecordBatch {
 
     /// Record `i`'s queue offset once appended.
     fn queue_offset(&self, i: usize) -> PyResult<i64> {
-        self.appended_offsets()?.get(i).copied().ok_or_else(|| pyo3::exceptions::PyIndexError::new_err(i))
+        self.appended_offsets()?
+            .get(i)
+            .copied()
+            .ok_or_else(|| pyo3::exceptions::PyIndexError::new_err(i))
     }
 
     /// Appends the records at `dest[pos:]` (a writable buffer: the segment's mapping or transient
@@ -421,8 +599,17 @@ impl RecordBatch {
     /// holds the put lock.  A batch is appended once.
     #[pyo3(signature = (dest, pos, table, *, physical_offset, store_timestamp, store_ip, store_port))]
     #[allow(clippy::too_many_arguments)]
-    fn append_to(&self, py: Python<'_>, dest: &Bound<'_, PyAny>, pos: usize, table: &Bound<'_, PyDict>,
-                 physical_offset: i64, store_timestamp: i64, store_ip: &[u8], store_port: i64) -> PyResult<()> {
+    fn append_to(
+        &self,
+        py: Python<'_>,
+        dest: &Bound<'_, PyAny>,
+        pos: usize,
+        table: &Bound<'_, PyDict>,
+        physical_offset: i64,
+        store_timestamp: i64,
+        store_ip: &[u8],
+        store_port: i64,
+    ) -> PyResult<()> {
         if self.queue_offsets.get().is_some() {
             return Err(PyValueError::new_err("this batch was appended already"));
         }
@@ -432,8 +619,17 @@ impl RecordBatch {
         let mut keys = Vec::with_capacity(self.groups.len());
         let mut next = Vec::with_capacity(self.groups.len());
         for &(t, q, _) in &self.groups {
-            let key = PyTuple::new(py, [self.topic_names[t as usize].bind(py).as_any(), &q.into_pyobject(py)?.into_any()])?;
-            next.push(match table.get_item(&key)? { Some(v) => v.extract::<i64>()?, None => 0 });
+            let key = PyTuple::new(
+                py,
+                [
+                    self.topic_names[t as usize].bind(py).as_any(),
+                    &q.into_pyobject(py)?.into_any(),
+                ],
+            )?;
+            next.push(match table.get_item(&key)? {
+                Some(v) => v.extract::<i64>()?,
+                None => 0,
+            });
             keys.push(key);
         }
         let mut qoffs = Vec::with_capacity(self.recs.len());
@@ -451,7 +647,11 @@ impl RecordBatch {
             let dst = unsafe { target.slice_mut() };
             self.encode_all(dst, physical_offset, store_timestamp, store, &qoffs);
         };
-        if self.total >= DETACH_FROM_BYTES { py.detach(work) } else { work() }
+        if self.total >= DETACH_FROM_BYTES {
+            py.detach(work)
+        } else {
+            work()
+        }
         for (key, n) in keys.iter().zip(next) {
             table.set_item(key, n)?;
         }
@@ -474,33 +674,46 @@ impl RecordBatch {
 
 impl RecordBatch {
     fn appended_offsets(&self) -> PyResult<&[i64]> {
-        self.queue_offsets.get().map(Vec::as_slice).ok_or_else(|| PyValueError::new_err("this batch is not appended yet"))
+        self.queue_offsets
+            .get()
+            .map(Vec::as_slice)
+            .ok_or_else(|| PyValueError::new_err("this batch is not appended yet"))
     }
 
-    fn encode_all(&self, dst: &mut [u8], physical_offset: i64, store_ts: i64, store: Host, qoffs: &[i64]) {
+    fn encode_all(
+        &self,
+        dst: &mut [u8],
+        physical_offset: i64,
+        store_ts: i64,
+        store: Host,
+        qoffs: &[i64],
+    ) {
         let mut at = 0usize;
         let mut phys = physical_offset;
         for (r, &qoff) in self.recs.iter().zip(qoffs) {
             let size = r.size as usize;
             // SAFETY: spans point into memory this batch keeps alive.
             let (body, props) = unsafe { (r.body.get(), r.props.get()) };
-            record::encode(&mut dst[at..at + size], &record::Fields {
-                queue_id: r.queue_id,
-                flag: r.flag,
-                queue_offset: qoff,
-                physical_offset: phys,
-                sys_flag: r.sys_flag,
-                born_timestamp: if r.born_ts == 0 { store_ts } else { r.born_ts },
-                born: r.born,
-                store_timestamp: store_ts,
-                store,
-                reconsume_times: r.reconsume,
-                prepared_offset: r.prepared,
-                crc: r.crc,
-                body,
-                topic: &self.topics[r.topic as usize],
-                props,
-            });
+            record::encode(
+                &mut dst[at..at + size],
+                &record::Fields {
+                    queue_id: r.queue_id,
+                    flag: r.flag,
+                    queue_offset: qoff,
+                    physical_offset: phys,
+                    sys_flag: r.sys_flag,
+                    born_timestamp: if r.born_ts == 0 { store_ts } else { r.born_ts },
+                    born: r.born,
+                    store_timestamp: store_ts,
+                    store,
+                    reconsume_times: r.reconsume,
+                    prepared_offset: r.prepared,
+                    crc: r.crc,
+                    body,
+                    topic: &self.topics[r.topic as usize],
+                    props,
+                },
+            );
             at += size;
             phys += size as i64;
         }
@@ -509,18 +722,36 @@ impl RecordBatch {
 
 fn push_row(b: &mut Builder, which: Which, row: &Bound<'_, PyTuple>) -> PyResult<()> {
     if row.len() != 11 {
-        return Err(PyValueError::new_err(format!("{which}: a row has 11 fields, got {}", row.len())));
+        return Err(PyValueError::new_err(format!(
+            "{which}: a row has 11 fields, got {}",
+            row.len()
+        )));
     }
     let topic_obj = row.get_item(0)?;
     let topic = topic_obj.cast::<PyString>()?.to_str()?.as_bytes().to_vec();
     let born_ip_obj = row.get_item(5)?;
-    let born = host_arg(born_ip_obj.cast::<PyBytes>()?.as_bytes(), row.get_item(6)?.extract()?, "born host")?;
+    let born = host_arg(
+        born_ip_obj.cast::<PyBytes>()?.as_bytes(),
+        row.get_item(6)?.extract()?,
+        "born host",
+    )?;
     let body = as_bytes(&row.get_item(9)?, &mut b.keep)?;
     let props_obj = as_bytes(&row.get_item(10)?, &mut b.keep)?;
     let prop_bytes = props_obj.as_bytes();
     let int = |i: usize, name: &str| int_field(&row.get_item(i)?, which, name);
-    b.push(which, &topic, int(1, "queue_id")?, int(2, "flag")?, int(3, "sys_flag")?, int(4, "born_timestamp")?, born,
-           int(7, "reconsume_times")?, int(8, "prepared_transaction_offset")?, body.as_bytes(), Span::of(prop_bytes))?;
+    b.push(
+        which,
+        &topic,
+        int(1, "queue_id")?,
+        int(2, "flag")?,
+        int(3, "sys_flag")?,
+        int(4, "born_timestamp")?,
+        born,
+        int(7, "reconsume_times")?,
+        int(8, "prepared_transaction_offset")?,
+        body.as_bytes(),
+        Span::of(prop_bytes),
+    )?;
     b.keep.push(body.into_any().unbind());
     b.keep.push(props_obj.into_any().unbind());
     Ok(())

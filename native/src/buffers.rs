@@ -55,7 +55,9 @@ impl Bytes {
             return Err(PyErr::fetch(obj.py()));
         }
         // SAFETY: initialised by the successful call above.
-        Ok(Bytes { view: unsafe { Box::from_raw(Box::into_raw(view) as *mut ffi::Py_buffer) } })
+        Ok(Bytes {
+            view: unsafe { Box::from_raw(Box::into_raw(view) as *mut ffi::Py_buffer) },
+        })
     }
 
     pub fn readable(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
@@ -71,7 +73,10 @@ impl Bytes {
     }
 
     pub fn raw(&self) -> RawParts {
-        RawParts { ptr: self.view.buf as *mut u8, len: self.len() }
+        RawParts {
+            ptr: self.view.buf as *mut u8,
+            len: self.len(),
+        }
     }
 
     /// The bytes, borrowed for as long as this export (the GIL held by the caller).
@@ -84,11 +89,15 @@ impl Bytes {
     pub fn range(&self, start: usize, end: usize, what: &str) -> PyResult<RawParts> {
         if start > end || end > self.len() {
             return Err(PyValueError::new_err(format!(
-                "{what}: range {start}..{end} is outside the buffer of {} bytes", self.len()
+                "{what}: range {start}..{end} is outside the buffer of {} bytes",
+                self.len()
             )));
         }
         let r = self.raw();
-        Ok(RawParts { ptr: unsafe { r.ptr.add(start) }, len: end - start })
+        Ok(RawParts {
+            ptr: unsafe { r.ptr.add(start) },
+            len: end - start,
+        })
     }
 }
 

@@ -33,7 +33,10 @@ struct Strings {
 
 impl Strings {
     fn new(capacity: usize) -> Strings {
-        let mut s = Strings { offsets: Vec::with_capacity(capacity + 1), ..Default::default() };
+        let mut s = Strings {
+            offsets: Vec::with_capacity(capacity + 1),
+            ..Default::default()
+        };
         s.offsets.push(0);
         s
     }
@@ -54,9 +57,24 @@ impl Strings {
     fn fits(&self, more: usize) -> bool {
         self.data.len() + more <= i32::MAX as usize
     }
-    fn into_py<'py>(self, py: Python<'py>) -> (Option<Bound<'py, PyBytes>>, Bound<'py, PyBytes>, Bound<'py, PyBytes>) {
-        let validity = if self.nulls > 0 { Some(PyBytes::new(py, &self.validity)) } else { None };
-        (validity, le_bytes(py, &self.offsets), PyBytes::new(py, &self.data))
+    fn into_py<'py>(
+        self,
+        py: Python<'py>,
+    ) -> (
+        Option<Bound<'py, PyBytes>>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+    ) {
+        let validity = if self.nulls > 0 {
+            Some(PyBytes::new(py, &self.validity))
+        } else {
+            None
+        };
+        (
+            validity,
+            le_bytes(py, &self.offsets),
+            PyBytes::new(py, &self.data),
+        )
     }
 }
 
@@ -129,9 +147,11 @@ impl Columns {
         self.queue_offset.push(v.queue_offset);
         // a name given twice keeps its first place and its last value, as a Java or Python map does
         let mut pairs: Vec<(&[u8], &[u8])> = Vec::new();
-        props::for_each(v.props, |name, value| match pairs.iter_mut().find(|(n, _)| *n == name) {
-            Some(pair) => pair.1 = value,
-            None => pairs.push((name, value)),
+        props::for_each(v.props, |name, value| {
+            match pairs.iter_mut().find(|(n, _)| *n == name) {
+                Some(pair) => pair.1 = value,
+                None => pairs.push((name, value)),
+            }
         });
         let mut known = props::Known::default();
         for &(name, value) in &pairs {
@@ -144,7 +164,8 @@ impl Columns {
                 _ => {}
             }
         }
-        self.map_offsets.push((self.prop_keys.offsets.len() - 1) as i32);
+        self.map_offsets
+            .push((self.prop_keys.offsets.len() - 1) as i32);
         self.keys.push(known.keys);
         self.tags.push(known.tags);
         self.body.push(Some(v.body));
@@ -170,8 +191,16 @@ impl Columns {
 }
 
 fn store_host(rec: &[u8], sys_flag: i32) -> &[u8] {
-    let at = if sys_flag & record::BORNHOST_V6 != 0 { 76 } else { 64 };
-    let len = if sys_flag & record::STOREHOST_V6 != 0 { 20 } else { 8 };
+    let at = if sys_flag & record::BORNHOST_V6 != 0 {
+        76
+    } else {
+        64
+    };
+    let len = if sys_flag & record::STOREHOST_V6 != 0 {
+        20
+    } else {
+        8
+    };
     &rec[at..at + len]
 }
 
@@ -180,7 +209,10 @@ fn born_ts(rec: &[u8]) -> i64 {
 }
 
 fn reconsume(rec: &[u8], sys_flag: i32) -> i32 {
-    let at = record::header_len(sys_flag & record::BORNHOST_V6 != 0, sys_flag & record::STOREHOST_V6 != 0) - 16;
+    let at = record::header_len(
+        sys_flag & record::BORNHOST_V6 != 0,
+        sys_flag & record::STOREHOST_V6 != 0,
+    ) - 16;
     record::be_i32(rec, at)
 }
 
@@ -189,8 +221,11 @@ fn reconsume(rec: &[u8], sys_flag: i32) -> i32 {
 /// than asked when a column would pass 2 GiB), `uniform_topic`, `compressed` (row numbers) and
 /// `error` (None, or why the record at row `rows` does not parse).
 #[pyfunction]
-pub fn record_columns<'py>(py: Python<'py>, buf: &Bound<'py, PyAny>, positions: &Bound<'py, PyAny>)
-                           -> PyResult<Bound<'py, PyDict>> {
+pub fn record_columns<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    positions: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
     let data = Bytes::readable(buf)?;
     let pos_buf = Bytes::readable(positions)?;
     let raw = data.raw();
@@ -199,9 +234,19 @@ pub fn record_columns<'py>(py: Python<'py>, buf: &Bound<'py, PyAny>, positions: 
         // SAFETY: both exports are held for the call.
         let (bytes, pos) = unsafe { (raw.slice(), pos_raw.slice()) };
         let n = pos.len() / 8;
-        let mut c = Columns { uniform_topic: true, ..Default::default() };
-        for s in [&mut c.topic, &mut c.keys, &mut c.tags, &mut c.body, &mut c.prop_keys, &mut c.prop_values,
-                  &mut c.msg_id] {
+        let mut c = Columns {
+            uniform_topic: true,
+            ..Default::default()
+        };
+        for s in [
+            &mut c.topic,
+            &mut c.keys,
+            &mut c.tags,
+            &mut c.body,
+            &mut c.prop_keys,
+            &mut c.prop_values,
+            &mut c.msg_id,
+        ] {
             *s = Strings::new(n);
         }
         c.map_offsets.push(0);
@@ -209,7 +254,10 @@ pub fn record_columns<'py>(py: Python<'py>, buf: &Bound<'py, PyAny>, positions: 
         for chunk in pos.chunks_exact(8) {
             let p = i64::from_ne_bytes(chunk.try_into().unwrap());
             if p < 0 || p as usize >= bytes.len() {
-                error = Some(format!("record position {p} is outside the buffer of {} bytes", bytes.len()));
+                error = Some(format!(
+                    "record position {p} is outside the buffer of {} bytes",
+                    bytes.len()
+                ));
                 break;
             }
             let p = p as usize;
@@ -232,7 +280,11 @@ pub fn record_columns<'py>(py: Python<'py>, buf: &Bound<'py, PyAny>, positions: 
         }
         (c, error)
     };
-    let (c, error) = if data.len() >= crate::batch::DETACH_FROM_BYTES { py.detach(build) } else { build() };
+    let (c, error) = if data.len() >= crate::batch::DETACH_FROM_BYTES {
+        py.detach(build)
+    } else {
+        build()
+    };
     let out = PyDict::new(py);
     out.set_item("rows", c.queue_id.len())?;
     out.set_item("uniform_topic", c.uniform_topic)?;

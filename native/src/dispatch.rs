@@ -68,12 +68,22 @@ pub struct DispatchRun {
 impl DispatchRun {
     /// `(topic, queue_id, first queue offset, units, end of the last unit's record)` per run of
     /// consecutive units, in log order within each queue.
-    fn queue_runs<'py>(&self, py: Python<'py>) -> Vec<(Bound<'py, PyString>, i32, i64, Bound<'py, PyBytes>, i64)> {
+    fn queue_runs<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> Vec<(Bound<'py, PyString>, i32, i64, Bound<'py, PyBytes>, i64)> {
         self.groups
             .iter()
             .map(|g| {
-                let topic = PyString::new(py, &String::from_utf8_lossy(&self.topics[g.topic as usize]));
-                (topic, g.queue_id, g.first, PyBytes::new(py, &g.units), g.phy_end)
+                let topic =
+                    PyString::new(py, &String::from_utf8_lossy(&self.topics[g.topic as usize]));
+                (
+                    topic,
+                    g.queue_id,
+                    g.first,
+                    PyBytes::new(py, &g.units),
+                    g.phy_end,
+                )
             })
             .collect()
     }
@@ -96,7 +106,10 @@ impl DispatchRun {
 
     /// `(hash, commitlog offset, store time)` of every index entry (for tests and tools).
     fn index_list(&self) -> Vec<(i32, i64, i64)> {
-        self.index.iter().map(|e| (e.hash, e.phys, e.store_ts)).collect()
+        self.index
+            .iter()
+            .map(|e| (e.hash, e.phys, e.store_ts))
+            .collect()
     }
 
     /// Commitlog offset where the walk stopped.
@@ -106,14 +119,18 @@ impl DispatchRun {
     }
 
     /// Runs cross process boundaries (Spark tasks parse segments, the driver writes the files).
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
         let restore = py.get_type::<DispatchRun>().getattr("_restore")?;
         Ok((restore, (PyBytes::new(py, &self.to_state()),)))
     }
 
     #[staticmethod]
     fn _restore(state: &[u8]) -> PyResult<DispatchRun> {
-        DispatchRun::from_state(state).ok_or_else(|| pyo3::exceptions::PyValueError::new_err("not a pickled DispatchRun"))
+        DispatchRun::from_state(state)
+            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("not a pickled DispatchRun"))
     }
 }
 
@@ -134,7 +151,13 @@ impl DispatchRun {
             o.extend_from_slice(&(b.len() as u64).to_le_bytes());
             o.extend_from_slice(b);
         };
-        for v in [self.end as i64, self.blank as i64, self.records as i64, self.base_offset, self.max_store_timestamp] {
+        for v in [
+            self.end as i64,
+            self.blank as i64,
+            self.records as i64,
+            self.base_offset,
+            self.max_store_timestamp,
+        ] {
             o.extend_from_slice(&v.to_le_bytes());
         }
         put(&mut o, self.error.as_deref().unwrap_or("\u{0}").as_bytes());
@@ -165,17 +188,24 @@ impl DispatchRun {
             p += 8;
             Some(v)
         };
-        let (end, blank, records, base_offset, max_store_timestamp) = (int()?, int()?, int()?, int()?, int()?);
+        let (end, blank, records, base_offset, max_store_timestamp) =
+            (int()?, int()?, int()?, int()?, int()?);
         drop(int);
         let read = |p: &mut usize, n: usize| -> Option<&[u8]> {
             let s = b.get(*p..p.checked_add(n)?)?;
             *p += n;
             Some(s)
         };
-        let int_at = |p: &mut usize| -> Option<i64> { Some(i64::from_le_bytes(read(p, 8)?.try_into().ok()?)) };
+        let int_at = |p: &mut usize| -> Option<i64> {
+            Some(i64::from_le_bytes(read(p, 8)?.try_into().ok()?))
+        };
         let n = int_at(&mut p)? as usize;
         let error = read(&mut p, n)?;
-        let error = if error == b"\0" { None } else { Some(String::from_utf8_lossy(error).into_owned()) };
+        let error = if error == b"\0" {
+            None
+        } else {
+            Some(String::from_utf8_lossy(error).into_owned())
+        };
         let mut topics = Vec::new();
         for _ in 0..int_at(&mut p)? {
             let n = int_at(&mut p)? as usize;
@@ -183,19 +213,43 @@ impl DispatchRun {
         }
         let mut groups = Vec::new();
         for _ in 0..int_at(&mut p)? {
-            let (topic, queue_id, first, phy_end) = (int_at(&mut p)?, int_at(&mut p)?, int_at(&mut p)?, int_at(&mut p)?);
+            let (topic, queue_id, first, phy_end) = (
+                int_at(&mut p)?,
+                int_at(&mut p)?,
+                int_at(&mut p)?,
+                int_at(&mut p)?,
+            );
             let n = int_at(&mut p)? as usize;
             if topic < 0 || topic as usize >= topics.len() || n % CQ_UNIT != 0 {
                 return None;
             }
-            groups.push(Group { topic: topic as u32, queue_id: queue_id as i32, first, units: read(&mut p, n)?.to_vec(), phy_end });
+            groups.push(Group {
+                topic: topic as u32,
+                queue_id: queue_id as i32,
+                first,
+                units: read(&mut p, n)?.to_vec(),
+                phy_end,
+            });
         }
         let mut index = Vec::new();
         for _ in 0..int_at(&mut p)? {
-            index.push(IndexEntry { hash: int_at(&mut p)? as i32, phys: int_at(&mut p)?, store_ts: int_at(&mut p)? });
+            index.push(IndexEntry {
+                hash: int_at(&mut p)? as i32,
+                phys: int_at(&mut p)?,
+                store_ts: int_at(&mut p)?,
+            });
         }
-        Some(DispatchRun { end: end as usize, blank: blank != 0, records: records as usize, error, base_offset,
-                           max_store_timestamp, topics, groups, index })
+        Some(DispatchRun {
+            end: end as usize,
+            blank: blank != 0,
+            records: records as usize,
+            error,
+            base_offset,
+            max_store_timestamp,
+            topics,
+            groups,
+            index,
+        })
     }
 }
 
@@ -224,8 +278,17 @@ impl<'a> Walker<'a> {
         if v.sys_flag & NOT_CONSUMABLE == 0 {
             let code = if v.topic == SCHEDULE_TOPIC {
                 let n = self.delay_ms.len() as i64;
-                let level = known.delay.map(props::parse_level).unwrap_or(0).clamp(1, n.max(1));
-                v.store_timestamp + self.delay_ms.get((level - 1) as usize).copied().unwrap_or(0)
+                let level = known
+                    .delay
+                    .map(props::parse_level)
+                    .unwrap_or(0)
+                    .clamp(1, n.max(1));
+                v.store_timestamp
+                    + self
+                        .delay_ms
+                        .get((level - 1) as usize)
+                        .copied()
+                        .unwrap_or(0)
             } else {
                 javahash::tag_code(known.tags)
             };
@@ -253,7 +316,10 @@ impl<'a> Walker<'a> {
 
     fn unit(&mut self, v: &record::View, code: i64) {
         let t = self.topic_index(v.topic);
-        let pos = self.open.iter().rposition(|&g| self.groups[g].topic == t && self.groups[g].queue_id == v.queue_id);
+        let pos = self
+            .open
+            .iter()
+            .rposition(|&g| self.groups[g].topic == t && self.groups[g].queue_id == v.queue_id);
         let g = match pos {
             Some(p) => {
                 let g = self.open[p];
@@ -268,14 +334,21 @@ impl<'a> Walker<'a> {
             None => self.new_group(t, v),
         };
         let grp = &mut self.groups[g];
-        grp.units.extend_from_slice(&v.physical_offset.to_be_bytes());
+        grp.units
+            .extend_from_slice(&v.physical_offset.to_be_bytes());
         grp.units.extend_from_slice(&(v.size as i32).to_be_bytes());
         grp.units.extend_from_slice(&code.to_be_bytes());
         grp.phy_end = v.physical_offset + v.size as i64;
     }
 
     fn new_group(&mut self, topic: u32, v: &record::View) -> usize {
-        self.groups.push(Group { topic, queue_id: v.queue_id, first: v.queue_offset, units: Vec::new(), phy_end: 0 });
+        self.groups.push(Group {
+            topic,
+            queue_id: v.queue_id,
+            first: v.queue_offset,
+            units: Vec::new(),
+            phy_end: 0,
+        });
         let g = self.groups.len() - 1;
         self.open.push(g);
         g
@@ -289,33 +362,74 @@ impl<'a> Walker<'a> {
 #[pyfunction]
 #[pyo3(signature = (segment, start, end, *, base_offset, delay_levels_ms, with_index=true, max_bytes=None))]
 #[allow(clippy::too_many_arguments)]
-pub fn dispatch_scan(py: Python<'_>, segment: &Bound<'_, PyAny>, start: usize, end: usize, base_offset: i64,
-                     delay_levels_ms: Vec<i64>, with_index: bool, max_bytes: Option<usize>) -> PyResult<DispatchRun> {
+pub fn dispatch_scan(
+    py: Python<'_>,
+    segment: &Bound<'_, PyAny>,
+    start: usize,
+    end: usize,
+    base_offset: i64,
+    delay_levels_ms: Vec<i64>,
+    with_index: bool,
+    max_bytes: Option<usize>,
+) -> PyResult<DispatchRun> {
     let buf = Bytes::readable(segment)?;
     let whole = buf.range(0, end, "dispatch_scan")?;
     if start > end {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!("dispatch_scan: start {start} is past end {end}")));
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "dispatch_scan: start {start} is past end {end}"
+        )));
     }
     // SAFETY: `buf` holds the export for the whole call; only bytes below the writer's position are
     // read, and nobody rewrites those.
-    let run = || walk(unsafe { whole.slice() }, start, end, base_offset, &delay_levels_ms, with_index, max_bytes);
-    Ok(if end - start >= crate::batch::DETACH_FROM_BYTES { py.detach(run) } else { run() })
+    let run = || {
+        walk(
+            unsafe { whole.slice() },
+            start,
+            end,
+            base_offset,
+            &delay_levels_ms,
+            with_index,
+            max_bytes,
+        )
+    };
+    Ok(if end - start >= crate::batch::DETACH_FROM_BYTES {
+        py.detach(run)
+    } else {
+        run()
+    })
 }
 
 /// The walk of [`dispatch_scan`] over `data[start..end]` (pure Rust: the fuzz targets call it).
-pub fn walk(data: &[u8], start: usize, end: usize, base_offset: i64, delay_levels_ms: &[i64], with_index: bool,
-            max_bytes: Option<usize>) -> DispatchRun {
+pub fn walk(
+    data: &[u8],
+    start: usize,
+    end: usize,
+    base_offset: i64,
+    delay_levels_ms: &[i64],
+    with_index: bool,
+    max_bytes: Option<usize>,
+) -> DispatchRun {
     let end = end.min(data.len());
-    let mut w = Walker { delay_ms: delay_levels_ms, with_index, topics: Vec::new(), groups: Vec::new(),
-                         open: Vec::new(), index: Vec::new(), max_store_ts: 0 };
+    let mut w = Walker {
+        delay_ms: delay_levels_ms,
+        with_index,
+        topics: Vec::new(),
+        groups: Vec::new(),
+        open: Vec::new(),
+        index: Vec::new(),
+        max_store_ts: 0,
+    };
     let (mut pos, mut records, mut blank, mut error) = (start, 0usize, false, None);
     let soft_end = max_bytes.map_or(end, |m| start.saturating_add(m).min(end));
     while pos < soft_end {
         match record::parse(data, pos, end) {
             Parsed::Record(v) => {
                 if v.physical_offset != base_offset + pos as i64 {
-                    error = Some(format!("commitlog offset {}: record claims physical offset {}",
-                                         base_offset + pos as i64, v.physical_offset));
+                    error = Some(format!(
+                        "commitlog offset {}: record claims physical offset {}",
+                        base_offset + pos as i64,
+                        v.physical_offset
+                    ));
                     break;
                 }
                 w.add(&v);
@@ -327,11 +441,23 @@ pub fn walk(data: &[u8], start: usize, end: usize, base_offset: i64, delay_level
                 break;
             }
             Parsed::Bad(reason) => {
-                error = Some(format!("commitlog offset {}: {reason}", base_offset + pos as i64));
+                error = Some(format!(
+                    "commitlog offset {}: {reason}",
+                    base_offset + pos as i64
+                ));
                 break;
             }
         }
     }
-    DispatchRun { end: pos, blank, records, error, base_offset, max_store_timestamp: w.max_store_ts,
-                  topics: w.topics, groups: w.groups, index: w.index }
+    DispatchRun {
+        end: pos,
+        blank,
+        records,
+        error,
+        base_offset,
+        max_store_timestamp: w.max_store_ts,
+        topics: w.topics,
+        groups: w.groups,
+        index: w.index,
+    }
 }

@@ -29,9 +29,14 @@ const BLANK_SIZE: i32 = 0x7FFF_FFFF;
 #[pyfunction]
 #[pyo3(signature = (units, segment, seg_base, readable, names))]
 #[allow(clippy::type_complexity)]
-pub fn property_codes<'py>(py: Python<'py>, units: &[u8], segment: &Bound<'py, PyAny>, seg_base: i64,
-                           readable: usize, names: Vec<String>)
-                           -> PyResult<(Bound<'py, PyBytes>, Vec<(Vec<String>, Bound<'py, PyBytes>)>)> {
+pub fn property_codes<'py>(
+    py: Python<'py>,
+    units: &[u8],
+    segment: &Bound<'py, PyAny>,
+    seg_base: i64,
+    readable: usize,
+    names: Vec<String>,
+) -> PyResult<(Bound<'py, PyBytes>, Vec<(Vec<String>, Bound<'py, PyBytes>)>)> {
     let buf = Bytes::readable(segment)?;
     let seg = buf.range(0, readable, "property_codes")?;
     // SAFETY: the export is held for the call; bytes below `readable` are written and never change.
@@ -43,7 +48,11 @@ pub fn property_codes<'py>(py: Python<'py>, units: &[u8], segment: &Bound<'py, P
     for unit in units.chunks_exact(UNIT) {
         let (phys, size) = (be_i64(unit, 0), be_i32(unit, 8));
         let rel = phys - seg_base;
-        let view = if size == BLANK_SIZE || size <= 0 || rel < 0 || rel as usize + size as usize > data.len() {
+        let view = if size == BLANK_SIZE
+            || size <= 0
+            || rel < 0
+            || rel as usize + size as usize > data.len()
+        {
             None
         } else {
             match record::parse(data, rel as usize, rel as usize + size as usize) {
@@ -60,7 +69,7 @@ pub fn property_codes<'py>(py: Python<'py>, units: &[u8], segment: &Bound<'py, P
         found.iter_mut().for_each(|f| *f = None);
         props::for_each(v.props, |name, value| {
             if let Some(i) = names.iter().position(|n| n.as_bytes() == name) {
-                found[i] = Some(value);        // last wins
+                found[i] = Some(value); // last wins
             }
         });
         for (col, value) in cols.iter_mut().zip(&found) {
@@ -94,7 +103,11 @@ struct Column {
 
 impl Column {
     fn with_capacity(n: usize) -> Column {
-        Column { values: Vec::new(), index: HashMap::new(), codes: Vec::with_capacity(n) }
+        Column {
+            values: Vec::new(),
+            index: HashMap::new(),
+            codes: Vec::with_capacity(n),
+        }
     }
 
     fn push(&mut self, value: Option<&[u8]>) {

@@ -26,8 +26,10 @@ pub const BINARY_FIXED: usize = 21;
 pub const JSON: u8 = 0;
 pub const ROCKETMQ: u8 = 1;
 
-pub const LANGUAGES: [&str; 14] = ["JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP",
-                                   "GO", "PHP", "OMS", "RUST", "NODE_JS"];
+pub const LANGUAGES: [&str; 14] = [
+    "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP",
+    "OMS", "RUST", "NODE_JS",
+];
 const OTHER: u8 = 7;
 
 pub struct Header {
@@ -102,26 +104,46 @@ fn json_text(v: &Value) -> String {
 }
 
 pub fn decode_json(header: &[u8]) -> Result<Header, String> {
-    let value: Value = serde_json::from_slice(header)
-        .map_err(|e| format!("header is not valid UTF-8 JSON: {}", e.to_string().chars().take(200).collect::<String>()))?;
+    let value: Value = serde_json::from_slice(header).map_err(|e| {
+        format!(
+            "header is not valid UTF-8 JSON: {}",
+            e.to_string().chars().take(200).collect::<String>()
+        )
+    })?;
     let Value::Object(obj) = value else {
-        return Err(format!("header is a JSON {}, not an object", python_type_name(&value)));
+        return Err(format!(
+            "header is a JSON {}, not an object",
+            python_type_name(&value)
+        ));
     };
     if matches!(obj.get("code"), None | Some(Value::Null)) {
         return Err("header has no code".into());
     }
     let language = match obj.get("language") {
         None | Some(Value::Null) => 0,
-        Some(Value::String(name)) => LANGUAGES.iter().position(|l| l == name).map_or(OTHER, |i| i as u8),
-        Some(Value::Number(n)) => n.as_u64().filter(|&c| c < LANGUAGES.len() as u64).map_or(OTHER, |c| c as u8),
+        Some(Value::String(name)) => LANGUAGES
+            .iter()
+            .position(|l| l == name)
+            .map_or(OTHER, |i| i as u8),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .filter(|&c| c < LANGUAGES.len() as u64)
+            .map_or(OTHER, |c| c as u8),
         Some(_) => OTHER,
     };
     let ext = match obj.get("extFields") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Object(fields)) => {
-            fields.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), json_text(v))).collect()
+        Some(Value::Object(fields)) => fields
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), json_text(v)))
+            .collect(),
+        Some(other) => {
+            return Err(format!(
+                "extFields is a JSON {}, not an object",
+                python_type_name(other)
+            ))
         }
-        Some(other) => return Err(format!("extFields is a JSON {}, not an object", python_type_name(other))),
     };
     Ok(Header {
         code: json_int(&obj, "code")?,
@@ -143,7 +165,9 @@ fn utf8(data: &[u8], what: &str) -> Result<String, String> {
 
 fn need(end: usize, size: usize, what: &str) -> Result<(), String> {
     if end > size {
-        return Err(format!("binary header truncated in {what}: needs {end} bytes, has {size}"));
+        return Err(format!(
+            "binary header truncated in {what}: needs {end} bytes, has {size}"
+        ));
     }
     Ok(())
 }
@@ -151,11 +175,14 @@ fn need(end: usize, size: usize, what: &str) -> Result<(), String> {
 pub fn decode_binary(h: &[u8]) -> Result<Header, String> {
     let size = h.len();
     if size < BINARY_FIXED {
-        return Err(format!("binary header of {size} bytes is shorter than its fixed {BINARY_FIXED}"));
+        return Err(format!(
+            "binary header of {size} bytes is shorter than its fixed {BINARY_FIXED}"
+        ));
     }
     let i16_at = |p: usize| i16::from_be_bytes([h[p], h[p + 1]]);
     let i32_at = |p: usize| i32::from_be_bytes(h[p..p + 4].try_into().unwrap());
-    let (code, lang, version, opaque, flag, remark_len) = (i16_at(0), h[2], i16_at(3), i32_at(5), i32_at(9), i32_at(13));
+    let (code, lang, version, opaque, flag, remark_len) =
+        (i16_at(0), h[2], i16_at(3), i32_at(5), i32_at(9), i32_at(13));
     let mut pos = 17;
     let mut remark = None;
     if remark_len > 0 {
@@ -190,13 +217,30 @@ pub fn decode_binary(h: &[u8]) -> Result<Header, String> {
             ext.push((key, value));
         }
     }
-    let language = if (lang as usize) < LANGUAGES.len() { lang } else { OTHER };
-    Ok(Header { code: code as i32, language, version: version as i32, opaque, flag, remark, ext })
+    let language = if (lang as usize) < LANGUAGES.len() {
+        lang
+    } else {
+        OTHER
+    };
+    Ok(Header {
+        code: code as i32,
+        language,
+        version: version as i32,
+        opaque,
+        flag,
+        remark,
+        ext,
+    })
 }
 
 /// One frame's parts, or why the stream cannot go on.
 pub enum Next<'a> {
-    Frame { header: Result<Header, String>, serialize: u8, body: &'a [u8], len: usize },
+    Frame {
+        header: Result<Header, String>,
+        serialize: u8,
+        body: &'a [u8],
+        len: usize,
+    },
     NeedMore,
     Error(String),
 }
@@ -209,30 +253,50 @@ pub fn next_frame(data: &[u8], max_frame_bytes: usize) -> Next<'_> {
     }
     let length = i32::from_be_bytes(data[0..4].try_into().unwrap()) as i64;
     if length < MIN_FRAME_LENGTH {
-        return Next::Error(format!("frame length {length} is below the minimum of {MIN_FRAME_LENGTH}"));
+        return Next::Error(format!(
+            "frame length {length} is below the minimum of {MIN_FRAME_LENGTH}"
+        ));
     }
     if length + 4 > max_frame_bytes as i64 {
-        return Next::Error(format!("frame of {} bytes exceeds the limit of {max_frame_bytes} bytes", length + 4));
+        return Next::Error(format!(
+            "frame of {} bytes exceeds the limit of {max_frame_bytes} bytes",
+            length + 4
+        ));
     }
     if data.len() < 8 {
         return Next::NeedMore;
     }
     let field = u32::from_be_bytes(data[4..8].try_into().unwrap());
-    let (serialize, header_len) = ((field >> 24) as u8, (field & MAX_HEADER_BYTES as u32) as usize);
+    let (serialize, header_len) = (
+        (field >> 24) as u8,
+        (field & MAX_HEADER_BYTES as u32) as usize,
+    );
     if serialize != JSON && serialize != ROCKETMQ {
         return Next::Error(format!("unknown serialize type {serialize}"));
     }
     if header_len as i64 > length - 4 {
-        return Next::Error(format!("header length {header_len} is larger than the frame's {} bytes after the \
-                                    header-length field", length - 4));
+        return Next::Error(format!(
+            "header length {header_len} is larger than the frame's {} bytes after the \
+                                    header-length field",
+            length - 4
+        ));
     }
     let total = 4 + length as usize;
     if data.len() < total {
         return Next::NeedMore;
     }
     let header = &data[8..8 + header_len];
-    let header = if serialize == JSON { decode_json(header) } else { decode_binary(header) };
-    Next::Frame { header, serialize, body: &data[8 + header_len..total], len: total }
+    let header = if serialize == JSON {
+        decode_json(header)
+    } else {
+        decode_binary(header)
+    };
+    Next::Frame {
+        header,
+        serialize,
+        body: &data[8 + header_len..total],
+        len: total,
+    }
 }
 
 /// Decodes every whole frame of `buf[start:]` (a stream whose byte `start` is at stream offset
@@ -242,8 +306,17 @@ pub fn next_frame(data: &[u8], max_frame_bytes: usize) -> Next<'_> {
 /// header" or "" (the framing).  A bad frame ends the list: the stream cannot go on after it.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-pub fn decode_frames<'py>(py: Python<'py>, buf: &Bound<'py, PyAny>, start: usize, base: i64, max_frame_bytes: usize)
-                          -> PyResult<(Vec<Bound<'py, PyTuple>>, usize, Option<(i64, String, &'static str)>)> {
+pub fn decode_frames<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    start: usize,
+    base: i64,
+    max_frame_bytes: usize,
+) -> PyResult<(
+    Vec<Bound<'py, PyTuple>>,
+    usize,
+    Option<(i64, String, &'static str)>,
+)> {
     let data = Bytes::readable(buf)?;
     let bytes = data.as_slice();
     let mut pos = start.min(bytes.len());
@@ -251,12 +324,23 @@ pub fn decode_frames<'py>(py: Python<'py>, buf: &Bound<'py, PyAny>, start: usize
     loop {
         match next_frame(&bytes[pos..], max_frame_bytes) {
             Next::NeedMore => return Ok((out, pos, None)),
-            Next::Error(reason) => return Ok((out, pos, Some((base + (pos - start) as i64, reason, "")))),
-            Next::Frame { header, serialize, body, len } => {
+            Next::Error(reason) => {
+                return Ok((out, pos, Some((base + (pos - start) as i64, reason, ""))))
+            }
+            Next::Frame {
+                header,
+                serialize,
+                body,
+                len,
+            } => {
                 let h = match header {
                     Ok(h) => h,
                     Err(reason) => {
-                        let part = if serialize == JSON { "JSON header" } else { "ROCKETMQ header" };
+                        let part = if serialize == JSON {
+                            "JSON header"
+                        } else {
+                            "ROCKETMQ header"
+                        };
                         return Ok((out, pos, Some((base + (pos - start) as i64, reason, part))));
                     }
                 };
@@ -264,11 +348,25 @@ pub fn decode_frames<'py>(py: Python<'py>, buf: &Bound<'py, PyAny>, start: usize
                 for (k, v) in &h.ext {
                     ext.set_item(PyString::new(py, k), PyString::new(py, v))?;
                 }
-                let remark = h.remark.as_deref().map(|r| PyString::new(py, r).into_any()).unwrap_or_else(|| py.None().into_bound(py));
-                out.push(PyTuple::new(py, [h.code.into_pyobject(py)?.into_any(), h.language.into_pyobject(py)?.into_any(),
-                                           h.version.into_pyobject(py)?.into_any(), h.opaque.into_pyobject(py)?.into_any(),
-                                           h.flag.into_pyobject(py)?.into_any(), remark, ext.into_any(),
-                                           serialize.into_pyobject(py)?.into_any(), PyBytes::new(py, body).into_any()])?);
+                let remark = h
+                    .remark
+                    .as_deref()
+                    .map(|r| PyString::new(py, r).into_any())
+                    .unwrap_or_else(|| py.None().into_bound(py));
+                out.push(PyTuple::new(
+                    py,
+                    [
+                        h.code.into_pyobject(py)?.into_any(),
+                        h.language.into_pyobject(py)?.into_any(),
+                        h.version.into_pyobject(py)?.into_any(),
+                        h.opaque.into_pyobject(py)?.into_any(),
+                        h.flag.into_pyobject(py)?.into_any(),
+                        remark,
+                        ext.into_any(),
+                        serialize.into_pyobject(py)?.into_any(),
+                        PyBytes::new(py, body).into_any(),
+                    ],
+                )?);
                 pos += len;
             }
         }
@@ -286,18 +384,31 @@ fn json_string(out: &mut Vec<u8>, s: &str) {
 #[pyfunction]
 #[pyo3(signature = (code, language, version, opaque, flag, remark, ext, serialize_type, body_len))]
 #[allow(clippy::too_many_arguments)]
-pub fn encode_frame_header<'py>(py: Python<'py>, code: i64, language: usize, version: i64, opaque: i64, flag: i64,
-                                remark: Option<&Bound<'py, PyString>>, ext: &Bound<'py, PyDict>, serialize_type: u8,
-                                body_len: usize) -> PyResult<Bound<'py, PyBytes>> {
+pub fn encode_frame_header<'py>(
+    py: Python<'py>,
+    code: i64,
+    language: usize,
+    version: i64,
+    opaque: i64,
+    flag: i64,
+    remark: Option<&Bound<'py, PyString>>,
+    ext: &Bound<'py, PyDict>,
+    serialize_type: u8,
+    body_len: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
     use pyo3::exceptions::PyValueError;
     let range = |name: &str, v: i64, lo: i64, hi: i64| -> PyResult<()> {
         if v < lo || v > hi {
-            return Err(PyValueError::new_err(format!("{name} {v} is outside [{lo}, {hi}] of the header form")));
+            return Err(PyValueError::new_err(format!(
+                "{name} {v} is outside [{lo}, {hi}] of the header form"
+            )));
         }
         Ok(())
     };
     let text = |s: &Bound<'py, PyString>, what: &str| -> PyResult<String> {
-        s.to_str().map(str::to_owned).map_err(|e| PyValueError::new_err(format!("{what} is not encodable as UTF-8: {e}")))
+        s.to_str()
+            .map(str::to_owned)
+            .map_err(|e| PyValueError::new_err(format!("{what} is not encodable as UTF-8: {e}")))
     };
     let mut fields: Vec<(String, String)> = Vec::with_capacity(ext.len());
     for (k, v) in ext.iter() {
@@ -307,15 +418,27 @@ pub fn encode_frame_header<'py>(py: Python<'py>, code: i64, language: usize, ver
         let key = text(&k.str()?, "extFields key")?;
         let value = match v.cast::<PyString>() {
             Ok(s) => text(s, &format!("extFields[{key:?}]"))?,
-            Err(_) if v.is_instance_of::<pyo3::types::PyBool>() => (if v.is_truthy()? { "true" } else { "false" }).into(),
+            Err(_) if v.is_instance_of::<pyo3::types::PyBool>() => {
+                (if v.is_truthy()? { "true" } else { "false" }).into()
+            }
             Err(_) => text(&v.str()?, &format!("extFields[{key:?}]"))?,
         };
         fields.push((key, value));
     }
     let remark = remark.map(|r| text(r, "remark")).transpose()?;
-    let mut header = Vec::with_capacity(128 + fields.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>());
+    let mut header = Vec::with_capacity(
+        128 + fields
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 8)
+            .sum::<usize>(),
+    );
     if serialize_type == JSON {
-        for (name, v) in [("code", code), ("version", version), ("opaque", opaque), ("flag", flag)] {
+        for (name, v) in [
+            ("code", code),
+            ("version", version),
+            ("opaque", opaque),
+            ("flag", flag),
+        ] {
             range(name, v, i32::MIN as i64, i32::MAX as i64)?;
         }
         let lang = LANGUAGES.get(language).copied().unwrap_or("OTHER");
@@ -351,7 +474,9 @@ pub fn encode_frame_header<'py>(py: Python<'py>, code: i64, language: usize, ver
         for (k, v) in &fields {
             if k.len() > i16::MAX as usize {
                 return Err(PyValueError::new_err(format!(
-                    "extFields key of {} bytes does not fit the int16 length field", k.len())));
+                    "extFields key of {} bytes does not fit the int16 length field",
+                    k.len()
+                )));
             }
             map.extend_from_slice(&(k.len() as u16).to_be_bytes());
             map.extend_from_slice(k.as_bytes());
@@ -362,11 +487,16 @@ pub fn encode_frame_header<'py>(py: Python<'py>, code: i64, language: usize, ver
         header.extend_from_slice(&map);
     }
     if header.len() > MAX_HEADER_BYTES {
-        return Err(PyValueError::new_err(format!("header of {} bytes does not fit the 24-bit length field", header.len())));
+        return Err(PyValueError::new_err(format!(
+            "header of {} bytes does not fit the 24-bit length field",
+            header.len()
+        )));
     }
     let length = 4 + header.len() + body_len;
     if length > i32::MAX as usize {
-        return Err(PyValueError::new_err(format!("frame of {length} bytes does not fit the int32 length field")));
+        return Err(PyValueError::new_err(format!(
+            "frame of {length} bytes does not fit the int32 length field"
+        )));
     }
     let field = ((serialize_type as u32) << 24) | header.len() as u32;
     PyBytes::new_with(py, 8 + header.len(), |out| {

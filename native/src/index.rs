@@ -42,7 +42,11 @@ pub fn put(mm: &mut [u8], slot_count: usize, max_entries: usize, entries: &[Inde
         if old <= 0 || old as usize > count {
             old = 0; // outside the written entries: RocketMQ treats it as empty
         }
-        let tdiff = if begin_ts <= 0 { 0 } else { (e.store_ts.saturating_sub(begin_ts).div_euclid(1000)).clamp(0, MAX_TIME_DIFF_S) };
+        let tdiff = if begin_ts <= 0 {
+            0
+        } else {
+            (e.store_ts.saturating_sub(begin_ts).div_euclid(1000)).clamp(0, MAX_TIME_DIFF_S)
+        };
         let at = entries_pos + count * ENTRY;
         mm[at..at + 4].copy_from_slice(&e.hash.to_be_bytes());
         mm[at + 4..at + 12].copy_from_slice(&e.phys.to_be_bytes());
@@ -81,8 +85,13 @@ fn checked<'a>(file: &'a Bytes, slot_count: usize, max_entries: usize) -> PyResu
 
 /// Puts the run's index entries from `start` into the file mapped by `file`; returns how many fit.
 #[pyfunction]
-pub fn index_put_run(file: &Bound<'_, PyAny>, slot_count: usize, max_entries: usize, run: &DispatchRun,
-                     start: usize) -> PyResult<usize> {
+pub fn index_put_run(
+    file: &Bound<'_, PyAny>,
+    slot_count: usize,
+    max_entries: usize,
+    run: &DispatchRun,
+    start: usize,
+) -> PyResult<usize> {
     let buf = Bytes::writable(file)?;
     let mm = checked(&buf, slot_count, max_entries)?;
     let entries = run.index.get(start..).unwrap_or(&[]);
@@ -91,10 +100,21 @@ pub fn index_put_run(file: &Bound<'_, PyAny>, slot_count: usize, max_entries: us
 
 /// Puts `(hash, commitlog offset, store time)` entries; returns how many fit.
 #[pyfunction]
-pub fn index_put(file: &Bound<'_, PyAny>, slot_count: usize, max_entries: usize,
-                 entries: Vec<(i32, i64, i64)>) -> PyResult<usize> {
+pub fn index_put(
+    file: &Bound<'_, PyAny>,
+    slot_count: usize,
+    max_entries: usize,
+    entries: Vec<(i32, i64, i64)>,
+) -> PyResult<usize> {
     let buf = Bytes::writable(file)?;
     let mm = checked(&buf, slot_count, max_entries)?;
-    let entries: Vec<IndexEntry> = entries.into_iter().map(|(hash, phys, store_ts)| IndexEntry { hash, phys, store_ts }).collect();
+    let entries: Vec<IndexEntry> = entries
+        .into_iter()
+        .map(|(hash, phys, store_ts)| IndexEntry {
+            hash,
+            phys,
+            store_ts,
+        })
+        .collect();
     Ok(put(mm, slot_count, max_entries, &entries))
 }

@@ -20,12 +20,20 @@ pub fn fold_utf8(mut h: u32, bytes: &[u8]) -> u32 {
             continue;
         }
         let (cp, len) = if b >= 0xF0 && i + 3 < n {
-            (((b as u32 & 0x07) << 18)
-                | ((bytes[i + 1] as u32 & 0x3F) << 12)
-                | ((bytes[i + 2] as u32 & 0x3F) << 6)
-                | (bytes[i + 3] as u32 & 0x3F), 4)
+            (
+                ((b as u32 & 0x07) << 18)
+                    | ((bytes[i + 1] as u32 & 0x3F) << 12)
+                    | ((bytes[i + 2] as u32 & 0x3F) << 6)
+                    | (bytes[i + 3] as u32 & 0x3F),
+                4,
+            )
         } else if b >= 0xE0 && i + 2 < n {
-            (((b as u32 & 0x0F) << 12) | ((bytes[i + 1] as u32 & 0x3F) << 6) | (bytes[i + 2] as u32 & 0x3F), 3)
+            (
+                ((b as u32 & 0x0F) << 12)
+                    | ((bytes[i + 1] as u32 & 0x3F) << 6)
+                    | (bytes[i + 2] as u32 & 0x3F),
+                3,
+            )
         } else if b >= 0xC0 && i + 1 < n {
             (((b as u32 & 0x1F) << 6) | (bytes[i + 1] as u32 & 0x3F), 2)
         } else {
@@ -58,7 +66,11 @@ pub fn java_hash_parts(parts: &[&[u8]]) -> i32 {
 #[inline]
 pub fn index_hash_parts(parts: &[&[u8]]) -> i32 {
     let h = java_hash_parts(parts);
-    if h == i32::MIN { 0 } else { h.abs() }
+    if h == i32::MIN {
+        0
+    } else {
+        h.abs()
+    }
 }
 
 /// The consume-queue tags code: hashCode of the tags, 0 for none.
@@ -81,6 +93,9 @@ mod tests {
         assert_eq!(java_hash_parts(&[b""]), 0);
         assert_eq!(java_hash_parts(&["h\u{e9}llo".as_bytes()]), 103094734);
         assert_eq!(java_hash_parts(&["\u{1F600}".as_bytes()]), 1772899);
-        assert_eq!(java_hash_parts(&[b"Topic", b"#", b"key"]), java_hash_parts(&[b"Topic#key"]));
+        assert_eq!(
+            java_hash_parts(&[b"Topic", b"#", b"key"]),
+            java_hash_parts(&[b"Topic#key"])
+        );
     }
 }

@@ -4,8 +4,8 @@
 use pyo3::prelude::*;
 
 pub mod batch;
-pub mod columns;
 pub mod buffers;
+pub mod columns;
 pub mod dispatch;
 pub mod filterprops;
 pub mod frame;
@@ -40,13 +40,24 @@ fn body_crc(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u32> {
     let raw = buf.raw();
     // SAFETY: the export is held for the call.
     let run = || record::body_crc(unsafe { raw.slice() });
-    Ok(if buf.len() >= batch::DETACH_FROM_BYTES { py.detach(run) } else { run() })
+    Ok(if buf.len() >= batch::DETACH_FROM_BYTES {
+        py.detach(run)
+    } else {
+        run()
+    })
 }
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add("BUILD_PROFILE", if cfg!(debug_assertions) { "debug" } else { "release" })?;
+    m.add(
+        "BUILD_PROFILE",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+    )?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(java_hash, m)?)?;
     m.add_function(wrap_pyfunction!(index_hash, m)?)?;

@@ -28,14 +28,20 @@ fn text_of<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
 /// Appends the properties string of a message to `arena`; false when a separator is inside a name
 /// or value (the caller refuses the message).  `user` is the properties dict, `keys` None, a str,
 /// or an iterable of str.
-pub fn properties_into(arena: &mut Vec<u8>, user: &Borrowed<'_, '_, PyAny>, tags: Option<&[u8]>,
-                       keys: &Borrowed<'_, '_, PyAny>, delay: i64) -> PyResult<bool> {
+pub fn properties_into(
+    arena: &mut Vec<u8>,
+    user: &Borrowed<'_, '_, PyAny>,
+    tags: Option<&[u8]>,
+    keys: &Borrowed<'_, '_, PyAny>,
+    delay: i64,
+) -> PyResult<bool> {
     let mut clean = true;
     if let Ok(d) = user.cast::<PyDict>() {
         for (k, v) in d.iter() {
             let (k, v) = (text_of(&k)?, text_of(&v)?);
             let name = k.to_str()?.as_bytes();
-            let skip = (name == b"TAGS" && tags.is_some()) || (name == b"KEYS" && !keys.is_none())
+            let skip = (name == b"TAGS" && tags.is_some())
+                || (name == b"KEYS" && !keys.is_none())
                 || (name == b"DELAY" && delay != 0);
             if !skip {
                 clean &= push_pair(arena, name, v.to_str()?.as_bytes());
@@ -92,8 +98,10 @@ fn keys_into(arena: &mut Vec<u8>, keys: &Borrowed<'_, '_, PyAny>) -> PyResult<bo
 /// properties`, the properties built as `Message.properties_string` builds them.  Raises ValueError
 /// naming the message for a separator inside a property or properties over 32767 bytes.
 #[pyfunction]
-pub fn encode_send_batch<'py>(py: Python<'py>, msgs: &Bound<'py, pyo3::types::PyList>)
-                              -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+pub fn encode_send_batch<'py>(
+    py: Python<'py>,
+    msgs: &Bound<'py, pyo3::types::PyList>,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
     use pyo3::exceptions::PyValueError;
     let mut out: Vec<u8> = Vec::new();
     let mut props_buf: Vec<u8> = Vec::new();
@@ -101,20 +109,37 @@ pub fn encode_send_batch<'py>(py: Python<'py>, msgs: &Bound<'py, pyo3::types::Py
         let body_obj = m.getattr(pyo3::intern!(py, "body"))?;
         let body = crate::buffers::Bytes::readable(&body_obj)?;
         let tags_obj = m.getattr(pyo3::intern!(py, "tags"))?;
-        let tags_str = if tags_obj.is_none() { None } else { Some(tags_obj.cast_into::<PyString>()?) };
-        let tags = match &tags_str { Some(t) => Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty()), None => None };
+        let tags_str = if tags_obj.is_none() {
+            None
+        } else {
+            Some(tags_obj.cast_into::<PyString>()?)
+        };
+        let tags = match &tags_str {
+            Some(t) => Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty()),
+            None => None,
+        };
         let delay: i64 = m.getattr(pyo3::intern!(py, "delay_level"))?.extract()?;
         let flag: i32 = m.getattr(pyo3::intern!(py, "flag"))?.extract()?;
         let user = m.getattr(pyo3::intern!(py, "properties"))?;
         let keys = m.getattr(pyo3::intern!(py, "keys"))?;
         props_buf.clear();
-        if !properties_into(&mut props_buf, &user.as_borrowed(), tags, &keys.as_borrowed(), delay)? {
+        if !properties_into(
+            &mut props_buf,
+            &user.as_borrowed(),
+            tags,
+            &keys.as_borrowed(),
+            delay,
+        )? {
             return Err(PyValueError::new_err(format!(
-                "message {i}: property names and values must not contain \\x01 or \\x02")));
+                "message {i}: property names and values must not contain \\x01 or \\x02"
+            )));
         }
         if props_buf.len() > crate::record::MAX_PROPERTIES_BYTES {
             return Err(PyValueError::new_err(format!(
-                "message {i}: properties are {} bytes, at most {}", props_buf.len(), crate::record::MAX_PROPERTIES_BYTES)));
+                "message {i}: properties are {} bytes, at most {}",
+                props_buf.len(),
+                crate::record::MAX_PROPERTIES_BYTES
+            )));
         }
         let body = body.as_slice();
         let total = 20 + body.len() + 2 + props_buf.len();

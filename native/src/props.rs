@@ -51,7 +51,11 @@ pub fn well_formed(props: &[u8]) -> bool {
             if b != expect {
                 return false;
             }
-            expect = if b == NAME_VALUE { PROPERTY } else { NAME_VALUE };
+            expect = if b == NAME_VALUE {
+                PROPERTY
+            } else {
+                NAME_VALUE
+            };
         }
     }
     expect == NAME_VALUE && (props.is_empty() || props[props.len() - 1] == PROPERTY)
@@ -68,7 +72,9 @@ pub fn parse_level(value: &[u8]) -> i64 {
     if value.is_empty() || value.len() > 9 || !value.iter().all(u8::is_ascii_digit) {
         return 0;
     }
-    value.iter().fold(0i64, |acc, &d| acc * 10 + (d - b'0') as i64)
+    value
+        .iter()
+        .fold(0i64, |acc, &d| acc * 10 + (d - b'0') as i64)
 }
 
 /// Words of a KEYS value: split on single spaces, empty words dropped (RocketMQ's
@@ -93,7 +99,10 @@ mod tests {
         assert!(!well_formed(b"a\x01b"));
         assert!(!well_formed(b"a\x02"));
         assert!(!well_formed(b"a\x01b\x01c\x02"));
-        assert_eq!(key_words(b" a  b ").collect::<Vec<_>>(), vec![&b"a"[..], &b"b"[..]]);
+        assert_eq!(
+            key_words(b" a  b ").collect::<Vec<_>>(),
+            vec![&b"a"[..], &b"b"[..]]
+        );
         assert_eq!(parse_level(b"3"), 3);
         assert_eq!(parse_level(b"x"), 0);
     }

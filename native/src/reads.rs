@@ -32,16 +32,24 @@ enum Stop {
 #[pyfunction]
 #[pyo3(signature = (units, segment, seg_base, readable, *, log_min, max_bytes, tag_codes=None))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-pub fn read_units<'py>(py: Python<'py>, units: &[u8], segment: &Bound<'py, PyAny>, seg_base: i64, readable: usize,
-                       log_min: i64, max_bytes: usize, tag_codes: Option<Vec<i64>>)
-                       -> PyResult<(Bound<'py, PyBytes>, usize, usize, i64, bool, &'static str)> {
+pub fn read_units<'py>(
+    py: Python<'py>,
+    units: &[u8],
+    segment: &Bound<'py, PyAny>,
+    seg_base: i64,
+    readable: usize,
+    log_min: i64,
+    max_bytes: usize,
+    tag_codes: Option<Vec<i64>>,
+) -> PyResult<(Bound<'py, PyBytes>, usize, usize, i64, bool, &'static str)> {
     let buf = Bytes::readable(segment)?;
     let seg = buf.range(0, readable, "read_units")?;
     // SAFETY: the export is held for the call; bytes below `readable` are written and never change.
     let data = unsafe { seg.slice() };
     let wanted = |code: i64| tag_codes.as_ref().is_none_or(|codes| codes.contains(&code));
     let mut taken: Vec<(usize, usize)> = Vec::new();
-    let (mut total, mut consumed, mut last, mut removed, mut stop) = (0usize, 0usize, -1i64, false, Stop::End);
+    let (mut total, mut consumed, mut last, mut removed, mut stop) =
+        (0usize, 0usize, -1i64, false, Stop::End);
     for unit in units.chunks_exact(UNIT) {
         let (phys, size, code) = (be_i64(unit, 0), be_i32(unit, 8), be_i64(unit, 12));
         if size == BLANK_SIZE || size <= 0 {

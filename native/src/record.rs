@@ -48,7 +48,11 @@ impl Host {
         }
         let mut out = [0u8; 16];
         out[..ip.len()].copy_from_slice(ip);
-        Some(Host { ip: out, ip_len: ip.len() as u8, port })
+        Some(Host {
+            ip: out,
+            ip_len: ip.len() as u8,
+            port,
+        })
     }
     #[inline]
     pub fn is_v6(&self) -> bool {
@@ -215,7 +219,9 @@ pub fn parse(buf: &[u8], pos: usize, limit: usize) -> Parsed<'_> {
     let magic = be_u32(buf, pos + 4);
     if magic == BLANK_MAGIC {
         if size < 8 || size as usize > left {
-            return Parsed::Bad(format!("blank record of size {size} does not fit in the {left} bytes left"));
+            return Parsed::Bad(format!(
+                "blank record of size {size} does not fit in the {left} bytes left"
+            ));
         }
         return Parsed::Blank(size as usize);
     }
@@ -223,7 +229,9 @@ pub fn parse(buf: &[u8], pos: usize, limit: usize) -> Parsed<'_> {
         return Parsed::Bad(format!("bad magic code 0x{magic:08X} (size field {size})"));
     }
     if size < MIN_RECORD as i32 || size as usize > left {
-        return Parsed::Bad(format!("record size {size} is impossible here ({left} bytes left)"));
+        return Parsed::Bad(format!(
+            "record size {size} is impossible here ({left} bytes left)"
+        ));
     }
     let size = size as usize;
     let rec = &buf[pos..pos + size];
@@ -241,7 +249,11 @@ pub fn parse(buf: &[u8], pos: usize, limit: usize) -> Parsed<'_> {
     }
     let mut p = hlen + body_len as usize;
     let body = &rec[hlen..p];
-    let (topic_len, tl_bytes) = if magic == MAGIC_V1 { (rec[p] as usize, 1) } else { (be_u16(rec, p) as usize, 2) };
+    let (topic_len, tl_bytes) = if magic == MAGIC_V1 {
+        (rec[p] as usize, 1)
+    } else {
+        (be_u16(rec, p) as usize, 2)
+    };
     p += tl_bytes;
     if p + topic_len + 2 > size {
         return Parsed::Bad(format!("topic length {topic_len} runs past the record end"));
@@ -251,7 +263,10 @@ pub fn parse(buf: &[u8], pos: usize, limit: usize) -> Parsed<'_> {
     let props_len = be_u16(rec, p) as usize;
     p += 2;
     if p + props_len != size {
-        return Parsed::Bad(format!("lengths add up to {}, TOTALSIZE says {size}", p + props_len));
+        return Parsed::Bad(format!(
+            "lengths add up to {}, TOTALSIZE says {size}",
+            p + props_len
+        ));
     }
     Parsed::Record(View {
         size,
@@ -277,18 +292,36 @@ mod tests {
         let store = Host::new(&[0u8; 16], 10911).unwrap();
         let body = b"hello";
         let f = Fields {
-            queue_id: 3, flag: 7, queue_offset: 11, physical_offset: 4096, sys_flag: 0, born_timestamp: 1,
-            born, store_timestamp: 2, store, reconsume_times: 0, prepared_offset: 0, crc: body_crc(body),
-            body, topic: b"T", props: b"TAGS\x01A\x02",
+            queue_id: 3,
+            flag: 7,
+            queue_offset: 11,
+            physical_offset: 4096,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born,
+            store_timestamp: 2,
+            store,
+            reconsume_times: 0,
+            prepared_offset: 0,
+            crc: body_crc(body),
+            body,
+            topic: b"T",
+            props: b"TAGS\x01A\x02",
         };
         let n = record_len(false, true, 5, 1, 7);
         let mut out = vec![0u8; n];
         encode(&mut out, &f);
         match parse(&out, 0, n) {
             Parsed::Record(v) => {
-                assert_eq!((v.size, v.queue_id, v.queue_offset, v.physical_offset), (n, 3, 11, 4096));
+                assert_eq!(
+                    (v.size, v.queue_id, v.queue_offset, v.physical_offset),
+                    (n, 3, 11, 4096)
+                );
                 assert_eq!(v.sys_flag, STOREHOST_V6);
-                assert_eq!((v.body, v.topic, v.props), (&body[..], &b"T"[..], &b"TAGS\x01A\x02"[..]));
+                assert_eq!(
+                    (v.body, v.topic, v.props),
+                    (&body[..], &b"T"[..], &b"TAGS\x01A\x02"[..])
+                );
                 assert_eq!(v.store_timestamp, 2);
             }
             _ => panic!("not a record"),

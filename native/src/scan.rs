@@ -28,10 +28,23 @@ pub struct Walk {
 
 /// `base` is the commitlog offset of `data[0]`; None for records that are not at their log
 /// position (a pull's body), whose PHYSICALOFFSET is then not checked.
-pub fn walk(data: &[u8], base: Option<i64>, start: usize, limit: usize, check_crc: bool, torn_from: Option<i64>) -> Walk {
+pub fn walk(
+    data: &[u8],
+    base: Option<i64>,
+    start: usize,
+    limit: usize,
+    check_crc: bool,
+    torn_from: Option<i64>,
+) -> Walk {
     let check_offsets = base.is_some();
     let base = base.unwrap_or(0);
-    let mut w = Walk { positions: Vec::new(), sizes: Vec::new(), end: start, blank: false, error: None };
+    let mut w = Walk {
+        positions: Vec::new(),
+        sizes: Vec::new(),
+        end: start,
+        blank: false,
+        error: None,
+    };
     let mut pos = start;
     while limit >= pos + 8 {
         let size = be_i32(data, pos);
@@ -47,7 +60,10 @@ pub fn walk(data: &[u8], base: Option<i64>, start: usize, limit: usize, check_cr
         let v = match record::parse(data, pos, limit) {
             Parsed::Record(v) => v,
             Parsed::Blank(n) => {
-                w.error = Some((offset, format!("blank record of size {n} does not reach the segment end")));
+                w.error = Some((
+                    offset,
+                    format!("blank record of size {n} does not reach the segment end"),
+                ));
                 break;
             }
             Parsed::Bad(reason) => {
@@ -56,13 +72,22 @@ pub fn walk(data: &[u8], base: Option<i64>, start: usize, limit: usize, check_cr
             }
         };
         if check_offsets && v.physical_offset != offset {
-            w.error = Some((offset, format!("record claims physical offset {}", v.physical_offset)));
+            w.error = Some((
+                offset,
+                format!("record claims physical offset {}", v.physical_offset),
+            ));
             break;
         }
         if check_crc {
             let crc = record::body_crc(v.body);
             if crc != v.body_crc {
-                w.error = Some((offset, format!("body CRC 0x{crc:08X} does not match the stored 0x{:08X}", v.body_crc)));
+                w.error = Some((
+                    offset,
+                    format!(
+                        "body CRC 0x{crc:08X} does not match the stored 0x{:08X}",
+                        v.body_crc
+                    ),
+                ));
                 break;
             }
         }
@@ -72,7 +97,10 @@ pub fn walk(data: &[u8], base: Option<i64>, start: usize, limit: usize, check_cr
                 None => v.topic.last().map_or(true, |&b| b == 0),
             };
             if tail_zero || v.topic.is_empty() {
-                w.error = Some((offset, "the last byte of its topic/properties tail is zero: never written".into()));
+                w.error = Some((
+                    offset,
+                    "the last byte of its topic/properties tail is zero: never written".into(),
+                ));
                 break;
             }
         }
@@ -100,25 +128,63 @@ fn ne_bytes<'py>(py: Python<'py>, values: &[i64]) -> Bound<'py, PyBytes> {
 #[pyfunction]
 #[pyo3(signature = (segment, base_offset, start, limit, *, check_crc, torn_from=None))]
 #[allow(clippy::type_complexity)]
-pub fn scan_segment<'py>(py: Python<'py>, segment: &Bound<'py, PyAny>, base_offset: Option<i64>, start: usize, limit: usize,
-                         check_crc: bool, torn_from: Option<i64>)
-                         -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, usize, bool, Option<(i64, String)>)> {
+pub fn scan_segment<'py>(
+    py: Python<'py>,
+    segment: &Bound<'py, PyAny>,
+    base_offset: Option<i64>,
+    start: usize,
+    limit: usize,
+    check_crc: bool,
+    torn_from: Option<i64>,
+) -> PyResult<(
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    usize,
+    bool,
+    Option<(i64, String)>,
+)> {
     let buf = Bytes::readable(segment)?;
     let whole = buf.range(0, limit, "scan_segment")?;
     if start > limit {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!("scan_segment: start {start} is past limit {limit}")));
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "scan_segment: start {start} is past limit {limit}"
+        )));
     }
     // SAFETY: the export is held for the whole call.
-    let run = || walk(unsafe { whole.slice() }, base_offset, start, limit, check_crc, torn_from);
-    let w = if limit - start >= crate::batch::DETACH_FROM_BYTES { py.detach(run) } else { run() };
-    Ok((ne_bytes(py, &w.positions), ne_bytes(py, &w.sizes), w.end, w.blank, w.error))
+    let run = || {
+        walk(
+            unsafe { whole.slice() },
+            base_offset,
+            start,
+            limit,
+            check_crc,
+            torn_from,
+        )
+    };
+    let w = if limit - start >= crate::batch::DETACH_FROM_BYTES {
+        py.detach(run)
+    } else {
+        run()
+    };
+    Ok((
+        ne_bytes(py, &w.positions),
+        ne_bytes(py, &w.sizes),
+        w.end,
+        w.blank,
+        w.error,
+    ))
 }
 
 /// The first position `p` in `[lo, hi)` where a record could start: the V1 magic at `p + 4` and
 /// PHYSICALOFFSET equal to `base_offset + p` (resynchronising after damage); None when there is none.
 #[pyfunction]
-pub fn find_record_start(py: Python<'_>, segment: &Bound<'_, PyAny>, base_offset: i64, lo: usize, hi: usize)
-                         -> PyResult<Option<usize>> {
+pub fn find_record_start(
+    py: Python<'_>,
+    segment: &Bound<'_, PyAny>,
+    base_offset: i64,
+    lo: usize,
+    hi: usize,
+) -> PyResult<Option<usize>> {
     let buf = Bytes::readable(segment)?;
     let raw = buf.raw();
     let magic = record::MAGIC_V1.to_be_bytes();
@@ -128,12 +194,20 @@ pub fn find_record_start(py: Python<'_>, segment: &Bound<'_, PyAny>, base_offset
         let hi = hi.min(data.len());
         let mut p = lo;
         while p < hi && p + record::PHYSICAL_OFFSET_POS + 8 <= data.len() {
-            if data[p + 4..p + 8] == magic && record::be_i64(data, p + record::PHYSICAL_OFFSET_POS) == base_offset + p as i64 {
+            if data[p + 4..p + 8] == magic
+                && record::be_i64(data, p + record::PHYSICAL_OFFSET_POS) == base_offset + p as i64
+            {
                 return Some(p);
             }
             p += 1;
         }
         None
     };
-    Ok(if hi.saturating_sub(lo) >= crate::batch::DETACH_FROM_BYTES { py.detach(search) } else { search() })
+    Ok(
+        if hi.saturating_sub(lo) >= crate::batch::DETACH_FROM_BYTES {
+            py.detach(search)
+        } else {
+            search()
+        },
+    )
 }

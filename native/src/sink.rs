@@ -29,17 +29,28 @@ impl Column {
         if obj.is_none() {
             return Ok(None);
         }
-        let (validity, offsets, data, offset, len): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>, usize, usize) =
-            obj.extract()?;
+        let (validity, offsets, data, offset, len): (
+            Bound<'_, PyAny>,
+            Bound<'_, PyAny>,
+            Bound<'_, PyAny>,
+            usize,
+            usize,
+        ) = obj.extract()?;
         let col = Column {
-            validity: if validity.is_none() { None } else { Some(Bytes::readable(&validity)?) },
+            validity: if validity.is_none() {
+                None
+            } else {
+                Some(Bytes::readable(&validity)?)
+            },
             offsets: Bytes::readable(&offsets)?,
             data: Bytes::readable(&data)?,
             offset,
             len,
         };
         if col.offsets.len() < (offset + len + 1) * 4 {
-            return Err(PyValueError::new_err("an Arrow column's offsets buffer is shorter than the array"));
+            return Err(PyValueError::new_err(
+                "an Arrow column's offsets buffer is shorter than the array",
+            ));
         }
         Ok(Some(col))
     }
@@ -58,7 +69,9 @@ impl Column {
         let (a, b) = (at(j), at(j + 1));
         let data = self.data.as_slice();
         if a < 0 || b < a || b as usize > data.len() {
-            return Err(PyValueError::new_err(format!("an Arrow column's offsets are out of range at row {i}")));
+            return Err(PyValueError::new_err(format!(
+                "an Arrow column's offsets are out of range at row {i}"
+            )));
         }
         Ok(Some(&data[a as usize..b as usize]))
     }
@@ -78,21 +91,41 @@ fn push_pair(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 #[pyfunction]
 #[pyo3(signature = (rows, body, tags, keys, props, *, uniq_prefix, first_counter, max_body_bytes))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-pub fn encode_sink_rows<'py>(py: Python<'py>, rows: usize, body: &Bound<'py, PyAny>, tags: &Bound<'py, PyAny>,
-                             keys: &Bound<'py, PyAny>, props: &Bound<'py, PyAny>, uniq_prefix: &[u8],
-                             first_counter: i64, max_body_bytes: usize)
-                             -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let body = Column::from_py(body)?.ok_or_else(|| PyValueError::new_err("the body column is needed"))?;
+pub fn encode_sink_rows<'py>(
+    py: Python<'py>,
+    rows: usize,
+    body: &Bound<'py, PyAny>,
+    tags: &Bound<'py, PyAny>,
+    keys: &Bound<'py, PyAny>,
+    props: &Bound<'py, PyAny>,
+    uniq_prefix: &[u8],
+    first_counter: i64,
+    max_body_bytes: usize,
+) -> PyResult<(
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+)> {
+    let body =
+        Column::from_py(body)?.ok_or_else(|| PyValueError::new_err("the body column is needed"))?;
     let (tags, keys) = (Column::from_py(tags)?, Column::from_py(keys)?);
     let map = if props.is_none() {
         None
     } else {
-        let (offs, offset, k, v): (Bound<'py, PyAny>, usize, Bound<'py, PyAny>, Bound<'py, PyAny>) = props.extract()?;
+        let (offs, offset, k, v): (
+            Bound<'py, PyAny>,
+            usize,
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+        ) = props.extract()?;
         let k = Column::from_py(&k)?.ok_or_else(|| PyValueError::new_err("map keys missing"))?;
         let v = Column::from_py(&v)?.ok_or_else(|| PyValueError::new_err("map values missing"))?;
         Some((Bytes::readable(&offs)?, offset, k, v))
     };
-    for col in [Some(&body), tags.as_ref(), keys.as_ref()].into_iter().flatten() {
+    for col in [Some(&body), tags.as_ref(), keys.as_ref()]
+        .into_iter()
+        .flatten()
+    {
         if col.len < rows {
             return Err(PyValueError::new_err("a column is shorter than the batch"));
         }
@@ -105,10 +138,17 @@ pub fn encode_sink_rows<'py>(py: Python<'py>, rows: usize, body: &Bound<'py, PyA
     for i in 0..rows {
         let b = match body.get(i)? {
             Some(b) if !b.is_empty() => b,
-            _ => return Err(PyValueError::new_err(format!("row {i}: the body is null or empty"))),
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "row {i}: the body is null or empty"
+                )))
+            }
         };
         if b.len() > max_body_bytes {
-            return Err(PyValueError::new_err(format!("row {i}: body of {} bytes exceeds {max_body_bytes}", b.len())));
+            return Err(PyValueError::new_err(format!(
+                "row {i}: body of {} bytes exceeds {max_body_bytes}",
+                b.len()
+            )));
         }
         prop.clear();
         prop.extend_from_slice(b"UNIQ_KEY\x01");
@@ -126,7 +166,9 @@ pub fn encode_sink_rows<'py>(py: Python<'py>, rows: usize, body: &Bound<'py, PyA
             if let Some(v) = col.as_ref().map(|c| c.get(i)).transpose()?.flatten() {
                 if !props::clean(v) {
                     return Err(PyValueError::new_err(format!(
-                        "row {i}: {} contains a \\x01 or \\x02 separator", String::from_utf8_lossy(name).to_lowercase())));
+                        "row {i}: {} contains a \\x01 or \\x02 separator",
+                        String::from_utf8_lossy(name).to_lowercase()
+                    )));
                 }
                 push_pair(&mut prop, name, v);
             }
@@ -135,22 +177,31 @@ pub fn encode_sink_rows<'py>(py: Python<'py>, rows: usize, body: &Bound<'py, PyA
             let o = offs.as_slice();
             let j = moff + i;
             if o.len() < 4 * (j + 2) {
-                return Err(PyValueError::new_err("the properties map's offsets are shorter than the batch"));
+                return Err(PyValueError::new_err(
+                    "the properties map's offsets are shorter than the batch",
+                ));
             }
-            let at = |k: usize| i32::from_le_bytes(o[4 * k..4 * k + 4].try_into().unwrap()) as usize;
+            let at =
+                |k: usize| i32::from_le_bytes(o[4 * k..4 * k + 4].try_into().unwrap()) as usize;
             for e in at(j)..at(j + 1) {
-                let (Some(name), value) = (k.get(e)?, v.get(e)?) else { continue };
+                let (Some(name), value) = (k.get(e)?, v.get(e)?) else {
+                    continue;
+                };
                 let Some(value) = value else { continue };
                 if !props::clean(name) || !props::clean(value) {
                     return Err(PyValueError::new_err(format!(
-                        "row {i}: property {:?} contains a \\x01 or \\x02 separator", String::from_utf8_lossy(name))));
+                        "row {i}: property {:?} contains a \\x01 or \\x02 separator",
+                        String::from_utf8_lossy(name)
+                    )));
                 }
                 push_pair(&mut prop, name, value);
             }
         }
         if prop.len() > MAX_PROPERTIES_BYTES {
             return Err(PyValueError::new_err(format!(
-                "row {i}: properties of {} bytes exceed {MAX_PROPERTIES_BYTES}", prop.len())));
+                "row {i}: properties of {} bytes exceed {MAX_PROPERTIES_BYTES}",
+                prop.len()
+            )));
         }
         let total = 20 + b.len() + 2 + prop.len();
         out.extend_from_slice(&(total as i32).to_be_bytes());
@@ -162,6 +213,11 @@ pub fn encode_sink_rows<'py>(py: Python<'py>, rows: usize, body: &Bound<'py, PyA
         offsets.push(out.len() as i64);
         body_lens.push(b.len() as i64);
     }
-    let le = |v: &[i64]| PyBytes::new(py, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+    let le = |v: &[i64]| {
+        PyBytes::new(
+            py,
+            &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+        )
+    };
     Ok((PyBytes::new(py, &out), le(&offsets), le(&body_lens)))
 }

@@ -55,10 +55,16 @@ pub fn reader(sample: &Bound<'_, PyAny>, names: &[&str]) -> Option<Reader> {
         None => true,
     };
     if fresh {
-        *cache = Some(Layout { ty: ty.clone().unbind(), offsets: resolve(&ty, names)? });
+        *cache = Some(Layout {
+            ty: ty.clone().unbind(),
+            offsets: resolve(&ty, names)?,
+        });
     }
     let layout = cache.as_ref()?;
-    Some(Reader { ty: ty.as_ptr() as *mut ffi::PyTypeObject, offsets: layout.offsets.clone() })
+    Some(Reader {
+        ty: ty.as_ptr() as *mut ffi::PyTypeObject,
+        offsets: layout.offsets.clone(),
+    })
 }
 
 impl Reader {

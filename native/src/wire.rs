@@ -39,31 +39,53 @@ pub fn parse(data: &[u8]) -> Result<Parsed<'_>, Error> {
     while pos < data.len() {
         let left = data.len() - pos;
         if left < HEAD {
-            return Err(Error::Format(format!("batch record at byte {pos} is truncated")));
+            return Err(Error::Format(format!(
+                "batch record at byte {pos} is truncated"
+            )));
         }
         let total = record::be_i32(data, pos);
         let flag = record::be_i32(data, pos + 12);
         let blen = record::be_i32(data, pos + 16);
-        if total < (HEAD + 2) as i32 || total as usize > left || blen < 0 || HEAD + blen as usize + 2 > total as usize {
-            return Err(Error::Format(format!("batch record at byte {pos} has inconsistent lengths")));
+        if total < (HEAD + 2) as i32
+            || total as usize > left
+            || blen < 0
+            || HEAD + blen as usize + 2 > total as usize
+        {
+            return Err(Error::Format(format!(
+                "batch record at byte {pos} has inconsistent lengths"
+            )));
         }
         let (total, blen) = (total as usize, blen as usize);
         let p = pos + HEAD + blen;
         let plen = record::be_u16(data, p) as usize;
         if HEAD + blen + 2 + plen != total {
-            return Err(Error::Format(format!("batch record at byte {pos}: properties length does not fit")));
+            return Err(Error::Format(format!(
+                "batch record at byte {pos}: properties length does not fit"
+            )));
         }
         let prop_bytes = &data[p + 2..pos + total];
         let i = out.len();
         if std::str::from_utf8(prop_bytes).is_err() {
-            return Err(Error::Format(format!("batch record {i}: properties are not UTF-8")));
+            return Err(Error::Format(format!(
+                "batch record {i}: properties are not UTF-8"
+            )));
         }
         if !props::well_formed(prop_bytes) {
-            return Err(Error::Illegal(format!("message {i}: properties are not k\\x01v\\x02 pairs")));
+            return Err(Error::Illegal(format!(
+                "message {i}: properties are not k\\x01v\\x02 pairs"
+            )));
         }
         delay |= props::known(prop_bytes).delay.is_some();
-        out.push(Message { flag, body: &data[pos + HEAD..p], props: prop_bytes });
+        out.push(Message {
+            flag,
+            body: &data[pos + HEAD..p],
+            props: prop_bytes,
+        });
         pos += total;
     }
-    Ok(if delay { Parsed::HasDelay } else { Parsed::Messages(out) })
+    Ok(if delay {
+        Parsed::HasDelay
+    } else {
+        Parsed::Messages(out)
+    })
 }

@@ -1,8 +1,8 @@
 //! Any bytes as a remoting stream: frames split and headers decoded or an error, never a panic;
 //! a frame never claims more bytes than are there.
 #![no_main]
-use libfuzzer_sys::fuzz_target;
 use _native::frame::{self, Next};
+use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let mut pos = 0;

@@ -1,9 +1,9 @@
 //! Any index file bytes (header and slots included) and any entries: inserts stay inside the file,
 //! the entry count never passes the maximum, never a panic.
 #![no_main]
-use libfuzzer_sys::fuzz_target;
 use _native::dispatch::IndexEntry;
 use _native::index;
+use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {

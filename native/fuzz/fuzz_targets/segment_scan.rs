@@ -1,9 +1,9 @@
 //! Any bytes as a CommitLog segment: the walk stops inside the buffer with records that each parse
 //! whole and tile the walked range, never a panic or a read out of bounds.
 #![no_main]
-use libfuzzer_sys::fuzz_target;
 use _native::record::{self, Parsed};
 use _native::scan;
+use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if data.is_empty() {
@@ -17,7 +17,9 @@ fuzz_target!(|data: &[u8]| {
     let mut at = 0i64;
     for (&p, &n) in w.positions.iter().zip(&w.sizes) {
         assert_eq!(p, at);
-        assert!(matches!(record::parse(seg, p as usize, seg.len()), Parsed::Record(v) if v.size as i64 == n));
+        assert!(
+            matches!(record::parse(seg, p as usize, seg.len()), Parsed::Record(v) if v.size as i64 == n)
+        );
         at += n;
     }
     assert_eq!(at as usize, w.end);

@@ -1,8 +1,8 @@
 //! Any bytes as a SEND_BATCH_MESSAGE body: messages or an error, never a panic; what parses re-encodes
 //! to the same bytes.
 #![no_main]
-use libfuzzer_sys::fuzz_target;
 use _native::wire;
+use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(wire::Parsed::Messages(msgs)) = wire::parse(data) {
