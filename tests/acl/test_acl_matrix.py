@@ -53,6 +53,8 @@ ALLOWED = {
     R.INVOKE_BROKER_TO_RESET_OFFSET: {A}, R.GET_BROKER_CONFIG: {A}, R.UPDATE_BROKER_CONFIG: {A},
     R.QUERY_TOPIC_CONSUME_BY_WHO: {A, P, S}, R.GET_PRODUCER_CONNECTION_LIST: {A},
     UNSERVED: {A},
+    # ACL 2.0's users and ACLs (answered "ACL 2.0 is off" under ACL 1.0, and only to an admin)
+    **{code: {A} for code in range(R.AUTH_CREATE_USER, R.AUTH_LIST_ACL + 1)},
 }
 # names that keep one request from spoiling the next (the admin's delete must not take Orders away)
 NAMES = {R.DELETE_TOPIC_IN_BROKER: {"topic": "Doomed"}, R.UPDATE_AND_CREATE_TOPIC: {"topic": "Created"},
@@ -72,7 +74,7 @@ async def _offset_of(client, cmd) -> int:
 async def _served_codes(client) -> set[int]:
     """The codes an admin's request is not answered REQUEST_CODE_NOT_SUPPORTED for, found on the wire."""
     served = set()
-    for code in sorted(set(range(0, 1100)) | {int(c) for c in RequestCode}):
+    for code in sorted(set(range(0, 1100)) | set(range(3000, 3020)) | {int(c) for c in RequestCode}):
         r = await client.invoke(_signed(RemotingCommand.create_request(code, {}), "admin"), timeout_s=10)
         if r.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             served.add(code)
@@ -80,8 +82,8 @@ async def _served_codes(client) -> set[int]:
 
 
 def _request(code: int, offsets: dict[int, int]) -> RemotingCommand:
-    if code == UNSERVED:
-        return RemotingCommand.create_request(UNSERVED, {})
+    if code == UNSERVED or R.AUTH_CREATE_USER <= code <= R.AUTH_LIST_ACL:
+        return RemotingCommand.create_request(code, {})
     return build(code, offsets.get(code, offsets["plain"]), **NAMES.get(code, {}))
 
 

@@ -2,7 +2,8 @@
 
 The remoting and gRPC ports check a signature per request; a browser or Prometheus cannot sign
 RocketMQ requests, so on HTTP an account proves itself with its AccessKey and SecretKey (HTTP Basic
-for ``/metrics``, the console's login form), compared in constant time with ``plain_acl.yml``'s.
+for ``/metrics``, the console's login form), compared in constant time with ``plain_acl.yml``'s (with ACL 2.0: a user and its password; "admin"
+is then a super user).
 An address in ``globalWhiteRemoteAddresses`` is let in without credentials, as on the other ports.
 Send these over TLS or keep the ports on loopback: a SecretKey on plain HTTP is readable on the wire.
 """
@@ -22,11 +23,12 @@ class HttpAuthError(Exception):
 
 def verify(validator, access_key: str, secret_key: str) -> Account:
     """The account whose AccessKey and SecretKey these are; raises HttpAuthError."""
-    account = validator.acl.accounts.get(access_key or "")
+    account = validator.account(access_key or "")
     # compare against something of the same kind even for an unknown key, so timing tells nothing
     expected = account.secret_key if account is not None else "\0" * max(1, len(secret_key or ""))
     if not hmac.compare_digest(expected.encode(), (secret_key or "").encode()) or account is None:
-        raise HttpAuthError(f"AccessKey {access_key!r} and that SecretKey are not an account of the ACL file")
+        raise HttpAuthError(f"AccessKey {access_key!r} and that SecretKey are not an account of the ACL file "
+                            "(or, with ACL 2.0, an enabled user and its password)")
     return account
 
 
@@ -46,9 +48,9 @@ def basic_credentials(header: str | None) -> tuple[str, str]:
 
 def admin_from_basic(validator, header: str | None, ip: str) -> Account | None:
     """None for a globally white-listed *ip*, else the admin account of the Basic *header*."""
-    if validator.acl.globally_whitelisted(ip):
+    if validator.globally_whitelisted(ip):
         return None
     account = verify(validator, *basic_credentials(header))
     if not account.admin:
-        raise HttpAuthError(f"AccessKey {account.access_key!r} is not an admin account")
+        raise HttpAuthError(f"AccessKey {account.access_key!r} is not an admin account (ACL 2.0: a super user)")
     return account

@@ -1,5 +1,8 @@
 """What each remoting request a broker serves names and needs: one table, two users.
 
+(ACL 2.0's actions per code are :data:`V2_BY_CODE` and its neighbours, below the table; the
+ACL 1.0 permission of each line here is the starting point.)
+
 :func:`needs_of` reads a request into :class:`Needs`: whether it is an admin request, and each
 topic or group it names (:class:`Named`), with the permission a non-admin account needs on it.
 The broker validates every name in it before any handler runs (:func:`names_refusal`, so nothing
@@ -265,6 +268,55 @@ TABLE: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.GET_TOPIC_CONFIG: _topic(ANY),
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _topic(ANY),
 }
+
+
+# ACL 2.0 (RocketMQ 5.3's @RocketMQAction per request header and DefaultAuthorizationContextBuilder): the
+# actions a request needs on each resource it names, any one of them sufficing.  An ordinary request's PUB
+# is Pub, its SUB Sub, its ANY (reads about one topic: offsets, stats, its config) Get, unless the code says
+# otherwise here.  rocketq checks codes RocketMQ leaves open (LITE_PULL_MESSAGE as PULL_MESSAGE, the reply
+# sends as sends, a subscription group's creation as Create on the group).
+V2_BY_CODE: dict[int, dict[int, tuple[str, ...]]] = {
+    RequestCode.QUERY_CONSUMER_OFFSET: {SUB: ("Sub", "Get")},
+    RequestCode.UPDATE_CONSUMER_OFFSET: {SUB: ("Sub", "Update")},
+    RequestCode.QUERY_MESSAGE: {SUB: ("Sub", "Get")},
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: {SUB: ("Sub", "Get")},
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: {SUB: ("Get",)},
+    RequestCode.GET_CONSUME_STATS: {SUB: ("Get",)},
+    RequestCode.VIEW_MESSAGE_BY_ID: {SUB: ("Get",)},       # the found message's topic
+}
+V2_PERM_ACTIONS: dict[int, tuple[str, ...]] = {PUB: ("Pub",), SUB: ("Sub",), ANY: ("Get",)}
+# admin requests that name a topic or group: the action on it (RocketMQ: CreateTopicRequestHeader ...)
+V2_ADMIN_NAMED: dict[int, tuple[str, ...]] = {
+    RequestCode.UPDATE_AND_CREATE_TOPIC: ("Create",), RequestCode.DELETE_TOPIC_IN_BROKER: ("Delete",),
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: ("Create",), RequestCode.DELETE_SUBSCRIPTIONGROUP: ("Delete",),
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ("Update",),
+}
+# every other admin request is about the broker's cluster: Get for these reads, Update for the rest (and for
+# a code not known at all); rocketq is stricter than RocketMQ, which checks nothing for the GET_ALL_* tables
+V2_CLUSTER_READS = frozenset({
+    RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_BROKER_CONFIG,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST, RequestCode.AUTH_GET_USER, RequestCode.AUTH_LIST_USER,
+    RequestCode.AUTH_GET_ACL, RequestCode.AUTH_LIST_ACL,
+})
+
+Grant = tuple[str, str, tuple[str, ...]]      # (kind "topic"|"group"|"cluster", name, any of these actions)
+
+
+def v2_grants(code: int, needs: Needs, cluster: str) -> list[Grant]:
+    """What a request needs under ACL 2.0 (see the tables above)."""
+    if needs.admin:
+        named = V2_ADMIN_NAMED.get(code)
+        if named is not None:
+            return [(n.kind, n.name, named) for n in needs.named]
+        return [("cluster", cluster, ("Get",) if code in V2_CLUSTER_READS else ("Update",))]
+    return v2_found_grants(code, needs.resources())
+
+
+def v2_found_grants(code: int, resources) -> list[Grant]:
+    """ACL 1.0's (kind, name, PUB|SUB|ANY) as ACL 2.0 grants for request *code*."""
+    by_code = V2_BY_CODE.get(code, {})
+    return [(kind, name, by_code.get(perm) or V2_PERM_ACTIONS[perm]) for kind, name, perm in resources]
 
 
 def needs_of(cmd: RemotingCommand) -> Needs:

@@ -115,6 +115,17 @@ class AclValidator:
         log.info("ACL reloaded from %s (%d accounts)", self.path, len(self.acl.accounts))
         return True
 
+    def account(self, access_key: str) -> Account | None:
+        return self.acl.accounts.get(access_key or "")
+
+    def globally_whitelisted(self, ip: str) -> bool:
+        return self.acl.globally_whitelisted(ip)
+
+    def admin_credentials(self) -> tuple[str, str] | None:
+        """The first admin account's keys, for a broker that signs its own requests."""
+        admin = next((a for a in self.acl.accounts.values() if a.admin), None)
+        return (admin.access_key, admin.secret_key) if admin is not None else None
+
     def check(self, ip: str, cmd: RemotingCommand, needs: Needs | None = None) -> RemotingCommand | None:
         """None when *cmd* from *ip* is allowed, else the NO_PERMISSION answer.  *needs* is
         :func:`rocketq.acl.requests.needs_of` of *cmd* when the caller has it already."""

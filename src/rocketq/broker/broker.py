@@ -25,11 +25,11 @@ from pathlib import Path
 from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
-from rocketq.broker import admin, admin_ops, assignment, offset_reset, queries, recall, reply, runtime_config
+from rocketq.broker import admin, admin_ops, assignment, auth_admin, offset_reset, queries, recall, reply, runtime_config
 from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
-from rocketq.broker.credentials import acl_file_of, broker_credentials, parse_credentials
+from rocketq.broker.credentials import broker_credentials, parse_credentials
 from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.locks import QueueLocks
 from rocketq.broker.pop import PopService
@@ -88,6 +88,12 @@ class BrokerSettings:
     # innerClientAuthenticationCredentials (RocketMQ 5.3): {"accessKey": ..., "secretKey": ...} of an admin
     # account; what this broker signs its own requests with (NameServers, its master, HA)
     inner_credentials: str | None = None
+    # ACL 2.0 (RocketMQ 5.3; rocketq.acl.setup): users and ACLs in <storePathRootDir>/config
+    authentication_enabled: bool = False      # authenticationEnabled: every request signed by a known user
+    authorization_enabled: bool = False       # authorizationEnabled: each request checked against its user's ACL
+    init_authentication_user: str | None = None   # initAuthenticationUser: {"username":..,"password":..}, super
+    authentication_metadata_provider: str | None = None   # only the local one (JSON files here, RocksDB there)
+    authorization_metadata_provider: str | None = None
     validate_system_topic: bool = True        # validateSystemTopicWhenUpdateTopic: admins may not touch system topics
     tls: TlsServerConfig = TlsServerConfig()  # tls.server.mode / certPath / keyPath / trustCertPath
     tls_enable: bool = False                  # tls.enable: TLS on connections this broker makes
@@ -192,14 +198,13 @@ class Broker:
             RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
             **admin.handlers(self), **admin_ops.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
             **recall.handlers(self, _host_of), **reply.handlers(self, _host_of), **offset_reset.handlers(self),
-            **runtime_config.handlers(self),
+            **runtime_config.handlers(self), **auth_admin.handlers(self),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()
-        self.acl = None
-        if settings.acl_enable:
-            from rocketq.acl import AclValidator
-            self.acl = AclValidator(acl_file_of(settings.acl_file, store_config.store_path))
+        from rocketq.acl.setup import access_control
+        # ACL 1.0's AclValidator or ACL 2.0's AuthValidator (one interface), and ACL 2.0's users and ACLs
+        self.acl, self.auth = access_control(settings, store_config.store_path)
         self.clients = ClientManager()
         self.timer_policy = TimerPolicy(settings.timer_wheel_enable, settings.timer_max_delay_sec * 1000)
         self.timer: Timer | None = None

@@ -10,6 +10,7 @@ Security section).  The account is, in order:
 2. with ACL on at this broker, the first ``admin: true`` account of its own ``plain_acl.yml``:
    the usual set-up gives every broker and NameServer of a cluster the same file, and the broker
    holds every secret in it already;
+   with ACL 2.0 on, a super user of its own users (``initAuthenticationUser`` usually);
 3. none: requests go unsigned (fine where nothing checks them).
 
 Unlike RocketMQ 5.3, which makes the inner account a super user of its authentication store,
@@ -47,7 +48,5 @@ def broker_credentials(inner_credentials: str | None, acl) -> tuple[str, str] | 
     if inner_credentials:
         return parse_credentials(inner_credentials)
     if acl is not None:
-        admin = next((a for a in acl.acl.accounts.values() if a.admin), None)
-        if admin is not None:
-            return admin.access_key, admin.secret_key
+        return acl.admin_credentials()
     return None

@@ -35,7 +35,7 @@ from rocketq.store import StoreConfig
 from rocketq.store.config import _coerce
 
 SAVED_CONFIG_FILE = Path("config") / "broker.properties"      # under the store root
-SECRET_KEYS = frozenset({"innerClientAuthenticationCredentials"})
+SECRET_KEYS = frozenset({"innerClientAuthenticationCredentials", "initAuthenticationUser"})
 MAX_CONFIG_BODY_BYTES = 64 * 1024
 
 

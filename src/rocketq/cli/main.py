@@ -107,7 +107,8 @@ def _register() -> None:
     from rocketq.cli.admin_cmds import cluster, group, message, topic
     from rocketq.cli import operator_cmds  # noqa: F401 (adds `group reset-offset`, `broker config`)
     from rocketq.cli.messaging import consume, send
-    for command in (send, consume, topic, group, cluster, message):
+    from rocketq.cli.auth_cmds import acl, user
+    for command in (send, consume, topic, group, cluster, message, user, acl):
         cli.add_command(command)
     from rocketq.cli.trace_cmd import trace
     message.add_command(trace)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from rocketq.acl.setup import acl2_enabled
 from rocketq.cli.log_setup import apply as apply_logging, log_options
 from rocketq.server import config as server_config
 from rocketq.server.exposure import exposure
@@ -150,12 +151,18 @@ def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, 
     return cfg
 
 
+def _acl_on(settings) -> bool:
+    """ACL 1.0 (aclEnable) or ACL 2.0 (authenticationEnabled / authorizationEnabled) checks requests."""
+    return settings.acl_enable or acl2_enabled(settings)
+
+
 def _log_settings(cfg, given: list[tuple[str, object, str]]) -> None:
     """The effective settings an operator checks first, and every setting that did not come from a default."""
     b, st = cfg.broker, cfg.store
     log.info("effective configuration: cluster %s, broker %s (id %d, %s), NameServers %s, store %s (%s), "
              "ACL %s, TLS %s", b.cluster_name, b.broker_name, b.broker_id, b.broker_role, b.namesrv_addr or "-",
-             st.store_path, st.flush_disk_type, "on" if b.acl_enable else "off", b.tls.mode.value)
+             st.store_path, st.flush_disk_type, "2.0 on" if acl2_enabled(b) else "on" if b.acl_enable else "off",
+             b.tls.mode.value)
     log.info("disk: the store allocates %s", describe_allocation(st))
     if given:
         log.info("settings given: %s", ", ".join(f"{k}={v} ({where})" for k, v, where in given))
@@ -191,7 +198,7 @@ def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, 
                    + (f", console {addrs['console']}" if "console" in addrs else "")
                    + (f", metrics {addrs['metrics']}" if "metrics" in addrs else "")
                    + f", store {cfg.store.store_path} ({cfg.store.flush_disk_type}); "
-                   + exposure(server.listeners(), acl=cfg.broker.acl_enable, tls=cfg.broker.tls.mode), nl=True)
+                   + exposure(server.listeners(), acl=_acl_on(cfg.broker), tls=cfg.broker.tls.mode), nl=True)
 
     async def stop() -> None:
         await server.close()
@@ -234,7 +241,7 @@ def broker(ctx, config_file, store_path, host, port, flush_disk_type, acl_file, 
         # "listening on <host:port>" first: scripts and tests read the broker's bound address there
         listeners = b.listeners() + [("console", c.host, c.port) for c in console]
         click.echo(f"broker {cfg.broker.broker_name} ({cfg.broker.cluster_name}) "
-                   + exposure(listeners, acl=cfg.broker.acl_enable, tls=cfg.broker.tls.mode)
+                   + exposure(listeners, acl=_acl_on(cfg.broker), tls=cfg.broker.tls.mode)
                    + f"; announced as {b.address}, store {cfg.store.store_path}", nl=True)
 
     async def stop() -> None:

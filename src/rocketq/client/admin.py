@@ -58,6 +58,12 @@ class Admin:
     async def close(self) -> None:
         await self.instance.close()
 
+    @property
+    def auth(self):
+        """ACL 2.0 users and ACLs (:class:`rocketq.client.auth_admin.AuthAdmin`)."""
+        from rocketq.client.auth_admin import AuthAdmin
+        return AuthAdmin(self)
+
     async def __aenter__(self) -> Admin:
         return self
 

@@ -1,4 +1,9 @@
-"""ACL 1.0 on gRPC calls, against ``plain_acl.yml``, when the broker has ACL enabled.
+"""ACL on gRPC calls: ACL 1.0 against ``plain_acl.yml``, or ACL 2.0 against the broker's users and ACLs.
+
+ACL 2.0 (RocketMQ 5.3) reads the same ``authorization`` header: the Credential is the username and
+the signature's key its password; the table's PUB is the action Pub, SUB Sub, "PUB or SUB" [Pub,
+Sub]; UpdateOffset needs Sub or Update, GetOffset Sub or Get, QueryOffset Get (as the remoting
+requests that do the same work).  The rest of this text is ACL 1.0's; the decision is the validator's.
 
 Every v2 client call carries ``authorization: MQv2-HMAC-SHA1 Credential=<ak>,
 SignedHeaders=x-mq-date-time, Signature=<hex HMAC-SHA1(secret key, x-mq-date-time)>`` and the
@@ -77,6 +82,21 @@ def parse_authorization(value: str) -> dict[str, str]:
     return fields
 
 
+class _Perm(int):
+    """An ACL 1.0 permission that says which ACL 2.0 actions stand for it in this call (plain PUB, SUB and
+    ANY are Pub, Sub and [Pub, Sub]: :class:`rocketq.acl.auth_validator.AuthValidator`)."""
+
+    def __new__(cls, perm: int, v2_actions: tuple[str, ...]):
+        self = super().__new__(cls, perm)
+        self.v2_actions = v2_actions
+        return self
+
+
+# as the remoting requests that do the same work (RocketMQ 5.3's QUERY/UPDATE_CONSUMER_OFFSET, GET_MAX_OFFSET)
+_GET_OFFSET, _UPDATE_OFFSET, _QUERY_OFFSET = _Perm(SUB, ("Sub", "Get")), _Perm(SUB, ("Sub", "Update")), \
+    _Perm(ANY, ("Get",))
+
+
 def _topic_and_group(req) -> Resources:
     return [("topic", req.topic.name, SUB), ("group", req.group.name, SUB)]
 
@@ -109,9 +129,11 @@ _NEEDS = {
     spb.HeartbeatRequest: _heartbeat,
     spb.NotifyClientTerminationRequest: lambda r: [("group", r.group.name, SUB)] if r.group.name else [],
     spb.PullMessageRequest: _queue_and_group,
-    spb.UpdateOffsetRequest: _queue_and_group,
-    spb.GetOffsetRequest: _queue_and_group,
-    spb.QueryOffsetRequest: lambda r: [("topic", r.message_queue.topic.name, ANY)],
+    spb.UpdateOffsetRequest: lambda r: [("topic", r.message_queue.topic.name, _UPDATE_OFFSET),
+                                        ("group", r.group.name, _UPDATE_OFFSET)],
+    spb.GetOffsetRequest: lambda r: [("topic", r.message_queue.topic.name, _GET_OFFSET),
+                                     ("group", r.group.name, _GET_OFFSET)],
+    spb.QueryOffsetRequest: lambda r: [("topic", r.message_queue.topic.name, _QUERY_OFFSET)],
     spb.RecallMessageRequest: lambda r: [("topic", r.topic.name, PUB)],
 }
 

@@ -87,6 +87,17 @@ class RequestCode(IntEnum):
     RECALL_MESSAGE = 370
     QUERY_ASSIGNMENT = 400
     BATCH_ACK_MESSAGE = 200151
+    # ACL 2.0 users and ACLs (RocketMQ 5.3, rocketq.broker.auth_admin)
+    AUTH_CREATE_USER = 3001
+    AUTH_UPDATE_USER = 3002
+    AUTH_DELETE_USER = 3003
+    AUTH_GET_USER = 3004
+    AUTH_LIST_USER = 3005
+    AUTH_CREATE_ACL = 3006
+    AUTH_UPDATE_ACL = 3007
+    AUTH_DELETE_ACL = 3008
+    AUTH_GET_ACL = 3009
+    AUTH_LIST_ACL = 3010
 
 
 class ResponseCode(IntEnum):

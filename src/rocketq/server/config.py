@@ -90,6 +90,10 @@ IGNORED_ROCKETMQ_KEYS = frozenset({
     "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInMemory", "longPollingEnable",
     "isEnableBatchPush", "clusterTopicEnable", "brokerTopicEnable",
     "duplicationEnable", "mappedFileSizeTimerLog", "timerPrecisionMs",
+    # ACL 2.0's pluggable parts: rocketq has the default provider and strategy only (rocketq.acl.setup)
+    "authenticationProvider", "authorizationProvider", "authenticationStrategy", "authorizationStrategy",
+    "authConfigPath", "userCacheMaxNum", "userCacheExpiredSecond", "userCacheRefreshSecond", "aclCacheMaxNum",
+    "aclCacheExpiredSecond", "aclCacheRefreshSecond",
 })
 
 

@@ -63,6 +63,10 @@ class Standalone:
             settings = dataclasses.replace(cfg.broker, namesrv_addr=addrs,
                                            tls_enable=cfg.broker.tls_enable or tls is not None)
             self.broker = await Broker(settings, cfg.store).start()
+            if self.namesrv.acl is None and self.broker.acl is not None and self.broker.credentials() is not None:
+                # ACL 2.0: the NameServer's writes need Update on the cluster (a super user), checked against
+                # the broker's users; the broker registered before, when nothing was checked yet
+                self.namesrv.acl = self.broker.acl
             endpoint = grpc_endpoint_class() if cfg.grpc_port >= 0 else None
             if endpoint is not None:
                 self.grpc = await endpoint(self.broker, host=bind, port=cfg.grpc_port).start()
