@@ -350,3 +350,16 @@ def test_a_half_message_unresolved_after_the_last_check_goes_to_trans_check_max_
         assert len(broker.store.get_messages("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0, 10).messages) == 1
         assert [m for q in range(4) for m in broker.store.get_messages("Pay", q, 0, 10)] == []
     asyncio.run(with_broker(tmp_path, scenario, transaction_timeout_s=0.0, transaction_check_max=2))
+
+
+def test_responses_carry_the_server_version(tmp_path):
+    """Java clients keep the version of a broker's heartbeat response and refuse to send it an SQL92 pull
+    below V4_1_0_SNAPSHOT (232): rocketq answers as RocketMQ 5.3.3 does, with V5_3_3's ordinal."""
+    async def scenario(broker, client):
+        heartbeat = RemotingCommand.create_request(RequestCode.HEART_BEAT, body=b'{"clientID":"v@1",'
+                                                   b'"consumerDataSet":[],"producerDataSet":[]}')
+        sent = await client.invoke(send_v2("Versions", b"x"), timeout_s=5)
+        for r in (await client.invoke(heartbeat, timeout_s=5), sent):
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert r.version == 479, f"response version {r.version}"
+    asyncio.run(with_broker(tmp_path, scenario))

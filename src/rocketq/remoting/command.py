@@ -61,6 +61,13 @@ def coerce_language(value: LanguageCode | str | int) -> LanguageCode:
     return LanguageCode(value)
 
 
+# The version a RocketMQ 5.3.3 server stamps on every response (MQVersion.Version.V5_3_3.ordinal(); its
+# BrokerStartup sets rocketmq.remoting.version to it).  Java clients remember it per broker from the
+# heartbeat's response and gate features on it: a pull with an SQL92 subscription is never sent to a
+# broker below V4_1_0_SNAPSHOT (232), so a response version of 0 silently starved such consumers.
+SERVER_VERSION = 479
+
+
 @dataclass(slots=True, repr=False)
 class RemotingCommand:
     code: int
@@ -96,7 +103,7 @@ class RemotingCommand:
                         ext_fields: Mapping[str, Any] | None = None, body: bytes = b"") -> "RemotingCommand":
         """The answer to *request*: same opaque, RESPONSE flag, same serialize type as the request
         (JSON-only clients cannot read a binary header)."""
-        return cls(code=int(code), opaque=request.opaque, flag=FLAG_RESPONSE, remark=remark,
+        return cls(code=int(code), version=SERVER_VERSION, opaque=request.opaque, flag=FLAG_RESPONSE, remark=remark,
                    ext_fields=normalize_ext_fields(ext_fields), body=body,
                    serialize_type=request.serialize_type)
 

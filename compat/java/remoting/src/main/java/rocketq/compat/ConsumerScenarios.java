@@ -10,6 +10,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -37,7 +38,12 @@ final class ConsumerScenarios {
     static Object pushConcurrently(Args a) throws Exception {
         ConcurrentLinkedQueue<Map<String, Object>> seen = new ConcurrentLinkedQueue<>();
         DefaultMQPushConsumer c = Clients.push(a, a.get("group"), a.get("trace", "false").equals("true"));
-        c.subscribe(a.get("topic"), a.get("expr", "*"));
+        String sql = a.get("sql", "");
+        if (sql.isEmpty()) {
+            c.subscribe(a.get("topic"), a.get("expr", "*"));
+        } else {
+            c.subscribe(a.get("topic"), MessageSelector.bySql(sql));
+        }
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             msgs.forEach(m -> seen.add(Msgs.received(m)));
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
