@@ -181,6 +181,7 @@ class Dispatcher:
             if not self._drain_scheduled:
                 self._schedule_drain()
         elif self._idle:
+            self._idle = False           # one wake-up per idle spell, not one per message
             self._wake.set()
         if self._appended_msgs - self._done_msgs > self._max_pending and self.blocked is None:
             if self._event_loop is not None:
