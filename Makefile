@@ -11,6 +11,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ARGS   ?=
+# pytest-xdist workers for `make test` (the suite waits on servers, JVMs and fsyncs much of the time)
+TEST_WORKERS ?= 2
 STAMP  := $(VENV)/.installed-test
 NATIVE := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 
@@ -32,7 +34,7 @@ run: $(VENV)/.installed
 	$(VENV)/bin/rocketq serve $(ARGS)
 
 test: $(STAMP) browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # Debian's chromium and its driver for tests/console/test_console_browser.py (never a downloaded browser build);
 # only as root and only when missing - anywhere else the browser tests skip with the reason

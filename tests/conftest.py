@@ -1,4 +1,5 @@
 import gc
+import importlib.util
 import os
 
 import pytest
@@ -18,3 +19,24 @@ def _collect_garbage():
     """Mappings of closed stores go away promptly, so temp dirs can be removed between tests."""
     yield
     gc.collect()
+
+
+# `make test` runs the suite on two workers (pytest-xdist).  Work is handed out a test file at a time
+# (module fixtures start once), except that each folder below goes to one worker whole: its tests share
+# session fixtures that are costly to start (the reference clients' `rocketq serve` and their Java, Go
+# and Node builds; one SparkSession).  xdist's own `loadgroup` marks cannot do this under pytest 9.2
+# (xdist 3.8 renames items through an attribute pytest no longer reads), its scheduler hook can.
+_ONE_WORKER_FOLDERS = ("tests/compat/", "tests/spark/")
+
+if importlib.util.find_spec("xdist") is not None:
+    def pytest_xdist_make_scheduler(config, log):
+        from xdist.scheduler import LoadScopeScheduling
+
+        class FolderOrFileScheduling(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                for folder in _ONE_WORKER_FOLDERS:
+                    if nodeid.startswith(folder):
+                        return folder
+                return nodeid.split("::", 1)[0]
+
+        return FolderOrFileScheduling(config, log)
