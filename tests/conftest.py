@@ -22,21 +22,24 @@ def _collect_garbage():
 
 
 # `make test` runs the suite on two workers (pytest-xdist).  Work is handed out a test file at a time
-# (module fixtures start once), except that each folder below goes to one worker whole: its tests share
-# session fixtures that are costly to start (the reference clients' `rocketq serve` and their Java, Go
-# and Node builds; one SparkSession).  xdist's own `loadgroup` marks cannot do this under pytest 9.2
-# (xdist 3.8 renames items through an attribute pytest no longer reads), its scheduler hook can.
-_ONE_WORKER_FOLDERS = ("tests/compat/", "tests/spark/")
+# (module fixtures start once), except that the tests under each prefix below go to one worker together:
+# the compat and Spark folders share session fixtures that are costly to start (the reference clients'
+# `rocketq serve` and their Java, Go and Node builds; one SparkSession), and the peers' tests start
+# system-wide daemons (RabbitMQ's epmd on its one port).  xdist's own `loadgroup` marks cannot do this
+# under pytest 9.2 (xdist 3.8 renames items through an attribute pytest no longer reads), its
+# scheduler hook can.
+_ONE_WORKER = {"tests/compat/": "compat", "tests/spark/": "spark", "tests/bench/": "peers",
+               "tests/cli/test_bench_compare.py": "peers"}
 
 if importlib.util.find_spec("xdist") is not None:
     def pytest_xdist_make_scheduler(config, log):
         from xdist.scheduler import LoadScopeScheduling
 
-        class FolderOrFileScheduling(LoadScopeScheduling):
+        class GroupOrFileScheduling(LoadScopeScheduling):
             def _split_scope(self, nodeid: str) -> str:
-                for folder in _ONE_WORKER_FOLDERS:
-                    if nodeid.startswith(folder):
-                        return folder
+                for prefix, group in _ONE_WORKER.items():
+                    if nodeid.startswith(prefix):
+                        return group
                 return nodeid.split("::", 1)[0]
 
-        return FolderOrFileScheduling(config, log)
+        return GroupOrFileScheduling(config, log)
