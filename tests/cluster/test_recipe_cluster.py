@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from checker import Ledger, Place
-from recipe import RecipeCluster
+from recipe import EXAMPLES, RecipeCluster
 
 from rocketq.client import ConsumeFrom, LitePullConsumer, Message, MQClientError, Producer, SendStatus
 from rocketq.grpc_endpoint.protocol import pb, spb, spb_grpc
@@ -81,6 +81,15 @@ async def _consume_all(recipe, led: Ledger, group: str, timeout_s: float = 60, t
         await c.commit()
     finally:
         await c.shutdown()
+
+
+def test_the_readme_recipe_starts_these_files():
+    readme = (EXAMPLES.parents[1] / "README.md").read_text()
+    section = readme.split("## Running a cluster", 1)[1].split("\n## ", 1)[0]
+    for name in ("broker-a", "broker-a-s", "broker-b", "broker-b-s"):
+        assert f"rocketq broker -c examples/cluster/{name}.conf" in section
+        assert (EXAMPLES / f"{name}.conf").is_file()
+    assert section.count("rocketq namesrv --port") == 2
 
 
 def test_a_topic_spreads_over_every_group(recipe):
