@@ -139,9 +139,20 @@ class NameServerRegistrar:
 
     async def _put_kv(self) -> None:
         for (namespace, key), value in list(self._kv.items()):
-            await asyncio.gather(*(self._send(c, RequestCode.PUT_KV_CONFIG, {"namespace": namespace, "key": key,
-                                                                              "value": value})
-                                   for c in self._clients))
+            await asyncio.gather(*(self._put_kv_to(c, namespace, key, value) for c in self._clients))
+
+    async def _put_kv_to(self, client: RemotingClient, namespace: str, key: str, value: str) -> None:
+        """PUT only when the NameServer lacks the entry (a read first: a put every period would be a
+        file write and a log line on each NameServer)."""
+        header = {"namespace": namespace, "key": key}
+        try:
+            r = await client.invoke(self._sign(RemotingCommand.create_request(RequestCode.GET_KV_CONFIG, header)),
+                                    timeout_s=REGISTER_TIMEOUT_S)
+            if r.code == ResponseCode.SUCCESS and r.ext_fields.get("value") == value:
+                return
+        except Exception:
+            pass                                  # _send says why, once
+        await self._send(client, RequestCode.PUT_KV_CONFIG, dict(header, value=value))
 
     async def _send(self, client: RemotingClient, code: int, header: dict, body: bytes = b"") -> bool:
         try:
