@@ -164,6 +164,21 @@ def test_the_official_grpc_client_reaches_every_group(recipe):
     assert brokers == set(GROUPS)
 
 
+def test_the_java_remoting_client_reaches_every_group(recipe, tmp_path):
+    from rocketq.bench.java_clients import JavaRunner, missing_java
+    why = missing_java()
+    if why:
+        pytest.skip(why)
+    runner = JavaRunner("remoting", "rmq5", "rocketq.compat.Runner", tmp_path / "jvm")
+    try:
+        sent = runner.run("send_all_modes", namesrv=recipe.namesrv, topic=TOPIC, group="PG_JAVA", n=8,
+                          timeout_s=120)["sent"]
+    finally:
+        runner.close()
+    sync = [s for s in sent if s["mode"] == "sync"]
+    assert all(s["status"] == "SEND_OK" for s in sync) and {s["brokerName"] for s in sync} == set(GROUPS)
+
+
 def test_one_group_killed_under_load_loses_nothing(recipe):
     seed = random.randrange(1 << 30)
     print(f"seed={seed}")
@@ -197,6 +212,9 @@ def test_one_group_killed_under_load_loses_nothing(recipe):
         await _consume_all(recipe, led, "GID_KILL", timeout_s=30, topic=topic)
         led.note(f"consumed while broker-a is down: {len(a_keys & led.consumed_keys)} of {len(a_keys)} of its acks")
         assert not led.missing(), led.report()
+        # group lag reads broker-a's queues from its acting slave, where the consumer committed
+        lag = await asyncio.to_thread(recipe.cli_json, "group", "lag", "GID_KILL")
+        assert {q["broker"] for q in lag["queues"]} == set(GROUPS) and lag["total_lag"] == 0, lag
         await asyncio.to_thread(recipe.start_broker, "broker-a")
         led.note("broker-a restarted")
         master = recipe.brokers["broker-a"].addr
