@@ -108,11 +108,16 @@ def test_a_topic_spreads_over_every_group(recipe):
             async def both_replicated():      # SYNC_MASTER answers SEND_OK once its slave has connected
                 return {await _send(p, led, f"probe-{time.monotonic_ns()}") for _ in range(4)} == {SendStatus.SEND_OK}
             await _until(both_replicated, 60, "both slaves connected")
-            for i in range(200):
+            for i in range(100):
                 await _send(p, led, f"spread-{i}")
+            for i in range(100):                  # ordered by key: one queue per key, in send order
+                key, shard = f"order-{i}", f"shard-{i % 5}"
+                led.attempt(key, key.encode(), shard=shard)
+                r = await p.send(Message(TOPIC, key.encode()), sharding_key=shard)
+                led.acked(key, Place(TOPIC, r.queue.broker_name, r.queue.queue_id, r.queue_offset))
         await _consume_all(recipe, led, "GID_SPREAD")
     asyncio.run(main())
-    led.assert_ok()
+    led.assert_ok(orderly={TOPIC})
     assert {p.broker for k in led.acked_keys for p in [led._sent[k].acked[0]]} == set(GROUPS)
     lag = recipe.cli_json("group", "lag", "GID_SPREAD")
     assert {q["broker"] for q in lag["queues"]} == set(GROUPS) and lag["total_lag"] == 0
@@ -150,18 +155,35 @@ def test_every_brokers_grpc_route_lists_every_group(recipe):
 
 
 def test_the_official_grpc_client_reaches_every_group(recipe):
-    from rocketmq import ClientConfiguration, Credentials, Message as V5Message, Producer as V5Producer
-    p = V5Producer(ClientConfiguration(recipe.brokers["broker-a"].grpc, Credentials(), request_timeout=10), (TOPIC,))
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+    from rocketmq import Message as V5Message, Producer as V5Producer
+    topic = "GrpcOrders"
+    recipe.cli("topic", "create", topic, "--cluster", "DefaultCluster", "--queues", "2")
+    config = ClientConfiguration(recipe.brokers["broker-a"].grpc, Credentials(), request_timeout=10)
+    p = V5Producer(config, (topic,))
     p.startup()
-    brokers = set()
+    sent: dict[str, str] = {}
     try:
         for i in range(16):
             m = V5Message()
-            m.topic, m.body = TOPIC, f"v5-{i}".encode()
-            brokers.add(p.send(m).message_queue.message_queue0().broker.name)
+            m.topic, m.body = topic, f"v5-{i}".encode()
+            sent[f"v5-{i}"] = p.send(m).message_queue.message_queue0().broker.name
     finally:
         p.shutdown()
-    assert brokers == set(GROUPS)
+    assert set(sent.values()) == set(GROUPS)
+    # a SimpleConsumer given broker-a's endpoint receives broker-b's messages from broker-b's endpoint
+    c = SimpleConsumer(config, "GID_GRPC_ALL", {topic: FilterExpression("*")}, await_duration=2)
+    c.startup()
+    got: set[str] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while got != set(sent) and time.monotonic() < deadline:
+            for m in c.receive(16, 15):
+                got.add(m.body.decode())
+                c.ack(m)
+    finally:
+        c.shutdown()
+    assert got == set(sent), f"missing {sorted(set(sent) - got)}"
 
 
 def test_the_java_remoting_client_reaches_every_group(recipe, tmp_path):
