@@ -159,3 +159,30 @@ def test_filter_servers_appear_in_route():
     assert rim.route("T")["filterServerTable"] == {MASTER: ["10.0.0.9:1"]}
     rim.register_broker("C", MASTER, "a", 0, "", wrapper("T"), T0, "c", filter_servers=[])
     assert rim.route("T")["filterServerTable"] == {}
+
+
+def test_slave_acting_master_is_routed_read_only_while_the_master_is_away():
+    rim = RouteInfoManager()
+    for addr, bid, conn in ((MASTER, 0, "c1"), (SLAVE, 1, "c2"), ("10.0.0.3:10911", 2, "c3")):
+        rim.register_broker("DefaultCluster", addr, "broker-a", bid, "", wrapper("TopicTest"), T0, conn,
+                            enable_acting_master=True)
+    assert rim.route("TopicTest")["brokerDatas"][0]["enableActingMaster"] is True
+    rim.on_connection_closed("c1")                               # the master is gone
+    route = rim.route("TopicTest")
+    assert route["brokerDatas"][0]["brokerAddrs"] == {"0": SLAVE, "2": "10.0.0.3:10911"}
+    assert route["queueDatas"][0]["perm"] == 4                   # read-only: producers go elsewhere
+    assert rim.cluster_info()["brokerAddrTable"]["broker-a"]["brokerAddrs"] == {"1": SLAVE, "2": "10.0.0.3:10911"}
+    rim.register_broker("DefaultCluster", SLAVE, "broker-a", 1, "", wrapper("TopicTest", "NewTopic", counter=2),
+                        T0 + 1, "c2", enable_acting_master=True)  # the prime slave's topics reach the route
+    assert rim.route("NewTopic")["queueDatas"][0]["perm"] == 4
+    rim.register_broker("DefaultCluster", MASTER, "broker-a", 0, "", wrapper("TopicTest"), T0 + 2, "c4",
+                        enable_acting_master=True)
+    route = rim.route("TopicTest")
+    assert route["brokerDatas"][0]["brokerAddrs"]["0"] == MASTER and route["queueDatas"][0]["perm"] == 6
+
+
+def test_without_acting_master_a_masterless_group_has_no_id_0():
+    rim = master_and_slave()
+    rim.on_connection_closed("c1")
+    assert rim.route("TopicTest")["brokerDatas"][0]["brokerAddrs"] == {"1": SLAVE}
+    assert rim.route("TopicTest")["queueDatas"][0]["perm"] == 6

@@ -183,10 +183,10 @@ def consume_stats(broker, cmd):
     table = {}
     for topic in topics:
         tc = broker.topics.get(topic)
-        if tc is None:
-            continue
         committed = broker.offsets.offsets(group, topic)
-        for qid in range(tc.read_queue_nums):
+        # a slave acting as master may not have copied a young topic's config yet: the queues it has offsets for
+        queue_ids = range(tc.read_queue_nums) if tc is not None else sorted(committed)
+        for qid in queue_ids:
             max_off = broker.store.max_offset(topic, qid)
             done = committed.get(qid, -1)
             last = broker.store.store_time_at(topic, qid, done - 1) if done > 0 else 0

@@ -26,6 +26,7 @@ from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
 from rocketq.broker import admin, admin_ops, assignment, auth_admin, offset_reset, queries, recall, reply, runtime_config
+from rocketq.broker.acting_master import ActingMaster
 from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
@@ -104,6 +105,7 @@ class BrokerSettings:
     ha_listen_port: int | None = None         # haListenPort (None: listenPort + 1)
     ha_master_address: str | None = None      # haMasterAddress (a slave; None: learned from the NameServers)
     slave_read_enable: bool = False           # slaveReadEnable: suggest a slave to consumers reading old data
+    slave_acting_master: bool = False         # enableSlaveActingMaster (rocketq.broker.acting_master)
     which_broker_when_consume_slowly: int = 1  # whichBrokerWhenConsumeSlowly: the brokerId suggested then
     access_message_in_memory_max_ratio: int = 40  # accessMessageInMemoryMaxRatio: % of RAM counted as "hot"
     controller_mode: bool = False             # enableControllerMode: the controller decides the role
@@ -228,6 +230,7 @@ class Broker:
         self.address = f"{host}:{self.server.port}"
         self.store.set_store_host(self.address)             # message ids name the address clients reach
         self.registrar = None
+        self.acting_master = None
         self.controller_agent = None
         # the timer runs on a master only, as the delay levels do (a slave's store takes no puts)
         self.timer = Timer(self.store, Path(self.store.config.store_path) / "timer",
@@ -284,10 +287,14 @@ class Broker:
                                                  broker_name=self.settings.broker_name,
                                                  broker_id=self._registered_id(), broker_addr=self.address,
                                                  ha_addr=ha_addr, topic_table=self.topics.encode,
-                                                 ssl_context=self.client_ssl_context(), sign=self.sign_outgoing)
+                                                 ssl_context=self.client_ssl_context(), sign=self.sign_outgoing,
+                                                 acting_master=self.settings.slave_acting_master)
             self.topics.listeners.append(self.registrar.topics_changed)
             await self.registrar.register_once()      # routes exist when start() returns, as in RocketMQ
             self.registrar.start()
+        if self.settings.slave_acting_master and not self.settings.controller_mode:
+            self.acting_master = ActingMaster(self)
+            self.acting_master.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
         self._tasks.append(asyncio.create_task(self._sample_stats_loop()))
         if self.acl is not None:
@@ -349,6 +356,8 @@ class Broker:
             self.metrics = None
         if self.controller_agent is not None:
             await self.controller_agent.close()
+        if getattr(self, "acting_master", None) is not None:
+            await self.acting_master.close()
         if self.registrar is not None:
             await self.registrar.close()
         await self.replication.close()

@@ -27,6 +27,7 @@ BROKER_KEYS: dict[str, tuple[str, object]] = {
     "validateSystemTopicWhenUpdateTopic": ("validate_system_topic", None),
     "brokerRole": ("broker_role", None), "haListenPort": ("ha_listen_port", None),
     "haMasterAddress": ("ha_master_address", None), "slaveReadEnable": ("slave_read_enable", None),
+    "enableSlaveActingMaster": ("slave_acting_master", None),
     "whichBrokerWhenConsumeSlowly": ("which_broker_when_consume_slowly", None),
     "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio", None),
     "enableControllerMode": ("controller_mode", None), "controllerAddr": ("controller_addr", None),

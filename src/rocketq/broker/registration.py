@@ -9,7 +9,10 @@ are signed with the broker's credentials (:mod:`rocketq.broker.credentials`) whe
 NameServer with ACL on takes them from an admin account only.  On
 shutdown it sends UNREGISTER_BROKER.  A NameServer that does not answer is retried next period;
 the others are unaffected.  :meth:`NameServerRegistrar.readable_queues` asks them for a topic's
-route (QUERY_ASSIGNMENT balances a group over every broker of the topic).
+route (QUERY_ASSIGNMENT balances a group over every broker of the topic); :meth:`~NameServerRegistrar.route`
+gives the whole route (the gRPC endpoint lists every group's queues from it).  Entries given to
+:meth:`~NameServerRegistrar.advertise` (the gRPC endpoint's address) are PUT_KV_CONFIG to every NameServer
+after each registration, so a NameServer that restarted learns them again within a period.
 """
 
 from __future__ import annotations
@@ -47,16 +50,20 @@ def parse_namesrv_addrs(text: str | None) -> list[tuple[str, int]]:
 
 class NameServerRegistrar:
     def __init__(self, addrs: list[tuple[str, int]], *, cluster: str, broker_name: str, broker_id: int,
-                 broker_addr: str, ha_addr: str, topic_table, ssl_context=None, sign=None):
+                 broker_addr: str, ha_addr: str, topic_table, ssl_context=None, sign=None,
+                 acting_master: bool = False):
         self._clients = [RemotingClient(h, p, ssl_context=ssl_context) for h, p in addrs]
         self._sign = sign or (lambda cmd: cmd)   # the broker's credentials (a NameServer with ACL on needs them)
         self._header = {"brokerAddr": broker_addr, "brokerName": broker_name, "brokerId": broker_id,
                         "clusterName": cluster, "haServerAddr": ha_addr, "compressed": False}
+        if acting_master:                        # RocketMQ 5's header field (enableSlaveActingMaster)
+            self._header["enableActingMaster"] = True
         self._topic_table = topic_table          # callable -> topics.json-shaped dict
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
         self._task: asyncio.Task | None = None
         self._kick = asyncio.Event()
+        self._kv: dict[tuple[str, str], str] = {}       # advertised KV config entries
 
     def body(self) -> bytes:
         return json.dumps({"topicConfigSerializeWrapper": self._topic_table(), "filterServerList": []}).encode()
@@ -70,24 +77,82 @@ class NameServerRegistrar:
     async def readable_queues(self, topic: str) -> list[tuple[str, int]] | None:
         """(broker name, readable queue count) of each broker set serving *topic*, from the first
         NameServer that answers (QUERY_ASSIGNMENT balances over the whole cluster); None if none does."""
+        data = await self.route(topic)
+        if data is None:
+            return None
+        try:
+            return [(str(q["brokerName"]), int(q["readQueueNums"])) for q in data.get("queueDatas") or ()
+                    if int(q.get("perm", 6)) & PERM_READ]
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("a NameServer answered a route of %s that does not parse: %s", topic, exc)
+            return None
+
+    async def route(self, topic: str) -> dict | None:
+        """The TopicRouteData of *topic* (``{}`` when the NameServers do not know it) from the first
+        NameServer that answers; None if none does."""
+        r = await self._ask_any(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, (ResponseCode.TOPIC_NOT_EXIST,))
+        if r is None or r.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None if r is None else {}
+        try:
+            return fastjson.loads(r.body or b"{}")
+        except ValueError as exc:
+            log.warning("a NameServer answered a route of %s that does not parse: %s", topic, exc)
+            return None
+
+    async def cluster_info(self) -> dict | None:
+        """GET_BROKER_CLUSTER_INFO of the first NameServer that answers; None if none does."""
+        r = await self._ask_any(RequestCode.GET_BROKER_CLUSTER_INFO, {}, ())
+        try:
+            return None if r is None else fastjson.loads(r.body or b"{}")
+        except ValueError as exc:
+            log.warning("a NameServer answered GET_BROKER_CLUSTER_INFO with a body that does not parse: %s", exc)
+            return None
+
+    async def kv_list(self, namespace: str) -> dict[str, str] | None:
+        """A KV config namespace of the first NameServer that answers ({} when it has none)."""
+        r = await self._ask_any(RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": namespace},
+                                (ResponseCode.QUERY_NOT_FOUND,))
+        if r is None or r.code == ResponseCode.QUERY_NOT_FOUND:
+            return None if r is None else {}
+        try:
+            return {str(k): str(v) for k, v in (fastjson.loads(r.body or b"{}").get("table") or {}).items()}
+        except (ValueError, AttributeError) as exc:
+            log.warning("a NameServer answered KV namespace %s with a body that does not parse: %s", namespace, exc)
+            return None
+
+    async def _ask_any(self, code: int, header: dict, also: tuple[int, ...]) -> RemotingCommand | None:
         for client in self._clients:
             try:
-                r = await client.invoke(self._sign(RemotingCommand.create_request(
-                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})), timeout_s=REGISTER_TIMEOUT_S)
+                r = await client.invoke(self._sign(RemotingCommand.create_request(code, header)),
+                                        timeout_s=REGISTER_TIMEOUT_S)
             except Exception as exc:
-                log.debug("NameServer %s:%d unreachable for a route: %s", client.host, client.port, exc)
+                log.debug("NameServer %s:%d unreachable for %s: %s", client.host, client.port, code, exc)
                 continue
-            if r.code == ResponseCode.TOPIC_NOT_EXIST:
-                return []
-            if r.code != ResponseCode.SUCCESS:
-                continue
-            try:
-                data = fastjson.loads(r.body or b"{}")
-                return [(str(q["brokerName"]), int(q["readQueueNums"])) for q in data.get("queueDatas") or ()
-                        if int(q.get("perm", 6)) & PERM_READ]
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("NameServer %s:%d answered a route that does not parse: %s", client.host, client.port, exc)
+            if r.code == ResponseCode.SUCCESS or r.code in also:
+                return r
         return None
+
+    def advertise(self, namespace: str, key: str, value: str) -> None:
+        """Keep ``namespace/key = value`` in every NameServer's KV config (PUT_KV_CONFIG after each registration)."""
+        self._kv[(namespace, key)] = value
+        self._kick.set()
+
+    async def _put_kv(self) -> None:
+        for (namespace, key), value in list(self._kv.items()):
+            await asyncio.gather(*(self._put_kv_to(c, namespace, key, value) for c in self._clients))
+
+    async def _put_kv_to(self, client: RemotingClient, namespace: str, key: str, value: str) -> None:
+        """PUT only when the NameServer lacks the entry (a read first: a put every period would be a
+        file write and a log line on each NameServer)."""
+        header = {"namespace": namespace, "key": key}
+        try:
+            r = await client.invoke(self._sign(RemotingCommand.create_request(RequestCode.GET_KV_CONFIG, header)),
+                                    timeout_s=REGISTER_TIMEOUT_S)
+            if r.code == ResponseCode.SUCCESS and r.ext_fields.get("value") == value:
+                return
+        except Exception:
+            pass                                  # _send says why, once
+        await self._send(client, RequestCode.PUT_KV_CONFIG, dict(header, value=value))
 
     async def _send(self, client: RemotingClient, code: int, header: dict, body: bytes = b"") -> bool:
         try:
@@ -134,6 +199,7 @@ class NameServerRegistrar:
             await wait_event(self._kick, REGISTER_PERIOD_S)
             self._kick.clear()             # before sending: a change during the send triggers another one
             await self.register_once()
+            await self._put_kv()
 
     async def close(self) -> None:
         if self._task is not None:

@@ -88,6 +88,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 def _register() -> None:
     from rocketq.cli import bench_broker_cmd  # noqa: F401 (adds `bench broker`)
+    from rocketq.cli import bench_cluster_cmd  # noqa: F401 (adds `bench cluster`)
     from rocketq.cli import bench_hostile_cmd  # noqa: F401 (adds `bench hostile`)
     from rocketq.cli import bench_spark_cmd  # noqa: F401 (adds `bench spark`)
     from rocketq.cli.bench_cmd import bench

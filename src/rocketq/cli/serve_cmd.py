@@ -127,7 +127,7 @@ def _observe_settings(console_port, no_console, no_metrics) -> dict:
 
 
 def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, *, profile=DEFAULT_PROFILE,
-                client_env=True, **extra):
+                client_env=True, more_defaults=None, **extra):
     """Defaults < profile < file < saved (``broker config set``) < environment < flags; *client_env*:
     ROCKETQ_NAMESRV is namesrvAddr."""
     overrides = {"storePathRootDir": str(store_path) if store_path else None, "bindAddress": host,
@@ -136,7 +136,7 @@ def load_config(config_file, store_path, host, port, flush_disk_type, acl_file, 
         overrides.update(aclEnable="true", aclFile=str(acl_file))
     # the servers export metrics unless told not to (a library Broker follows RocketMQ: off)
     defaults = {"storePathRootDir": str(Path.home() / "rocketq" / "store"), "bindAddress": "127.0.0.1",
-                "metricsExporterType": "PROM"}
+                "metricsExporterType": "PROM", **(more_defaults or {})}
     try:
         base = profile_entries(profile) + (server_config.read_file(config_file) if config_file else [])
         later = (server_config.read_env(os.environ, client_keys=client_env)
@@ -212,34 +212,46 @@ def serve(config_file, store_path, host, port, flush_disk_type, acl_file, sets, 
 @click.option("--namesrv", "namesrv_addr", help="NameServer addresses, host:port;host:port (namesrvAddr).")
 @click.option("--broker-name", help="brokerName [default: broker-a].")
 @click.option("--cluster", "cluster_name", help="brokerClusterName [default: DefaultCluster].")
+@click.option("--grpc-port", type=click.IntRange(0, 65535),
+              help="Also serve RocketMQ 5 gRPC clients on this port (grpcServerPort; 0 picks a free one) "
+                   "[default: off, as RocketMQ's broker without its proxy].")
 @_observe_options
 @log_options
 @click.pass_context
 def broker(ctx, config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile, namesrv_addr,
-           broker_name, cluster_name, console_port, no_console, no_metrics, logging_options) -> None:
+           broker_name, cluster_name, grpc_port, console_port, no_console, no_metrics, logging_options) -> None:
     """Run a broker alone; it registers with the NameServers of --namesrv (or namesrvAddr, or
     ROCKETQ_NAMESRV: the variable the client commands read, as RocketMQ's broker reads NAMESRV_ADDR).
-    `rocketq broker config get|set` reads and changes the settings of running brokers."""
+    With --grpc-port (grpcServerPort) it serves gRPC too, and the routes it gives list every broker
+    group's gRPC endpoint.  `rocketq broker config get|set` reads and changes the settings of running brokers."""
     if ctx.invoked_subcommand is not None:
         return                                   # `broker config ...`: no broker to run here
     from rocketq.broker.broker import Broker
     apply_logging(logging_options)
     cfg = load_config(config_file, store_path, host, port, flush_disk_type, acl_file, sets, profile=profile,
                       namesrvAddr=namesrv_addr, brokerName=broker_name, brokerClusterName=cluster_name,
+                      grpcServerPort=grpc_port, more_defaults={"grpcServerPort": -1},
                       **_observe_settings(console_port, no_console, no_metrics))
     b = Broker(cfg.broker, cfg.store)
-    console = []
+    console, grpc = [], []
 
     async def start() -> None:
         from rocketq.console.server import start_for
+        from rocketq.server.standalone import grpc_endpoint_class
         await b.start()
         try:
+            endpoint = grpc_endpoint_class() if cfg.grpc_port >= 0 else None
+            if endpoint is not None:
+                grpc.append(await endpoint(b, host=cfg.broker.host, port=cfg.grpc_port).start())
             console.extend(c for c in [await start_for(b, cfg.broker.namesrv_addr, cfg.console_port)] if c)
         except BaseException:
+            for g in grpc:
+                await g.close()
             await b.close()
             raise
         # "listening on <host:port>" first: scripts and tests read the broker's bound address there
-        listeners = b.listeners() + [("console", c.host, c.port) for c in console]
+        listeners = (b.listeners() + [("gRPC", g.host, g.port) for g in grpc]
+                     + [("console", c.host, c.port) for c in console])
         click.echo(f"broker {cfg.broker.broker_name} ({cfg.broker.cluster_name}) "
                    + exposure(listeners, acl=_acl_on(cfg.broker), tls=cfg.broker.tls.mode)
                    + f"; announced as {b.address}, store {cfg.store.store_path}", nl=True)
@@ -247,6 +259,8 @@ def broker(ctx, config_file, store_path, host, port, flush_disk_type, acl_file, 
     async def stop() -> None:
         for c in console:
             await c.close()
+        for g in grpc:
+            await g.close()
         await b.close()
         click.echo("broker stopped cleanly")
 

@@ -190,7 +190,10 @@ class Admin:
 
     async def consumer_lag(self, group: str, topic: str | None = None) -> list[QueueLag]:
         """Lag per queue of *group* (all topics it has offsets for, or just *topic*)."""
-        addrs = [b for b in await self._masters(None)]
+        # a group whose master is away is read from its slave with the smallest id (its acting master)
+        addrs = [b.addrs[0] if 0 in b.addrs else b.addrs[min(b.addrs)] for b in await self.brokers() if b.addrs]
+        if not addrs:
+            raise MQClientError(-1, "no broker is registered with the NameServers")
         out = []
         for addr in addrs:
             for mq, v in (await self.api.consume_stats(addr, group, topic or "")).items():

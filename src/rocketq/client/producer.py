@@ -5,7 +5,9 @@ Queue choice follows RocketMQ's ``DefaultMQProducer``: round robin over the topi
 queues; a failed send is retried (``retries``, default 2) on a queue of *another* broker when
 there is one; a sharding key (or a selector) pins a message to one queue, so messages with the
 same key keep their order, and such sends are not moved to another queue.  A broker that answers
-SYSTEM_BUSY (its fast failure) is retried after a growing pause, for up to the send timeout.  A topic the
+SYSTEM_BUSY (its fast failure) is retried after a growing pause, for up to the send timeout.  With
+``send_latency_fault_enable`` (RocketMQ's ``sendLatencyFaultEnable``) a broker that failed or answered
+slowly is avoided for a while (:mod:`rocketq.client.fault`), not only by the next retry.  A topic the
 NameServers do not know yet is sent through the ``TBW102`` default route, so the broker creates
 it on the first send (when ``autoCreateTopicEnable`` is on).
 """
@@ -17,8 +19,10 @@ import base64
 import inspect
 import itertools
 import logging
+import time
 from collections.abc import Callable
 
+from rocketq.client.fault import LatencyFaults
 from rocketq.client.instance import DEFAULT_TOPIC, ClientInstance
 from rocketq.client.model import Credentials, MessageQueue, MQClientError, SendResult, TransactionState
 from rocketq.common.javahash import java_hash
@@ -54,8 +58,9 @@ def check_message(msg: Message) -> None:
 class Producer:
     def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv: str | list[str] = "127.0.0.1:9876", *,
                  retries: int = 2, timeout_s: float = 3.0, credentials: Credentials | None = None,
-                 ssl_context=None, default_topic_queue_nums: int = 4):
+                 ssl_context=None, default_topic_queue_nums: int = 4, send_latency_fault_enable: bool = False):
         self.group = group
+        self.faults = LatencyFaults() if send_latency_fault_enable else None
         self.retries = retries
         self.timeout_s = timeout_s
         self.default_topic_queue_nums = default_topic_queue_nums
@@ -122,11 +127,17 @@ class Producer:
 
     def _pick(self, queues: list[MessageQueue], avoid: str | None) -> MessageQueue:
         start = next(self._rr)
-        for i in range(len(queues)):
-            q = queues[(start + i) % len(queues)]
+        n = len(queues)
+        if self.faults is not None:         # first a queue of a broker not marked faulty (MQFaultStrategy)
+            for i in range(n):
+                q = queues[(start + i) % n]
+                if q.broker_name != avoid and self.faults.available(q.broker_name):
+                    return q
+        for i in range(n):
+            q = queues[(start + i) % n]
             if q.broker_name != avoid:
                 return q
-        return queues[start % len(queues)]
+        return queues[start % n]
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -222,12 +233,18 @@ class Producer:
                 mq = queues[abs(java_hash(sharding_key)) % len(queues)]
             else:
                 mq = self._pick(queues, avoid)
+            began = time.monotonic()
             try:
                 addr = await self._broker_addr(mq)
-                return await self.instance.api.send(addr, mq, msg, self.group, batch=batch, encoded=encoded,
-                                                    timeout_s=self.timeout_s)
+                result = await self.instance.api.send(addr, mq, msg, self.group, batch=batch, encoded=encoded,
+                                                      timeout_s=self.timeout_s)
+                if self.faults is not None:
+                    self.faults.update(mq.broker_name, (time.monotonic() - began) * 1000)
+                return result
             except MQClientError as exc:
                 last = exc
+                if self.faults is not None and exc.code != ResponseCode.SYSTEM_BUSY:
+                    self.faults.update(mq.broker_name, (time.monotonic() - began) * 1000, failed=True)
                 if exc.code not in RETRYABLE:
                     raise
                 if exc.code == ResponseCode.SYSTEM_BUSY and busy_waited < self.timeout_s:

@@ -19,6 +19,7 @@ from rocketq.filter import Subscription
 from rocketq.grpc_endpoint.convert import stored_to_v2
 from rocketq.grpc_endpoint.filtering import grpc_filter
 from rocketq.grpc_endpoint.protocol import Code, V2Error, duration_ms, ms_timestamp, spb, status
+from rocketq.grpc_endpoint.cluster_route import check_owner
 from rocketq.grpc_endpoint.route import topic_config
 from rocketq.grpc_endpoint.sessions import metadata
 from rocketq.grpc_endpoint.settings import EndpointSettings
@@ -88,6 +89,7 @@ class ConsumerService:
     def _plan(self, req, context):
         group = self.group(req.group.name)
         topic = req.message_queue.topic.name
+        check_owner(self._broker, req.message_queue)
         tc = topic_config(self._broker, topic, create=False)
         if not tc.is_readable():
             raise V2Error(Code.FORBIDDEN, f"topic {topic!r} is not readable")

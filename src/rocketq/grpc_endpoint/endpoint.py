@@ -49,7 +49,8 @@ from rocketq.grpc_endpoint.limits import GRPC_MAX_CONCURRENT_RPCS, StreamStallGu
 from rocketq.grpc_endpoint.producer_service import ProducerService
 from rocketq.grpc_endpoint.protocol import Code, Malformed, V2Error, pb, service_handlers, spb, spb_grpc, status
 from rocketq.grpc_endpoint.pull_service import PullService
-from rocketq.grpc_endpoint.route import assignments, endpoints_of, message_queues, topic_config
+from rocketq.grpc_endpoint.cluster_route import GRPC_ENDPOINTS_NAMESPACE, ClusterRoutes
+from rocketq.grpc_endpoint.route import ALL_TYPES, accepted_types, assignments, endpoints_of, message_queues, topic_config
 from rocketq.grpc_endpoint.sessions import Sessions, client_id_of, metadata
 from rocketq.grpc_endpoint.settings import EndpointSettings
 from rocketq.remoting.tls import ServerTls
@@ -60,6 +61,11 @@ HOUSEKEEPING_MAX_SLEEP_S = 0.2
 SESSION_EXPIRY_INTERVAL_S = 1.0
 GRPC_MESSAGE_SLACK_BYTES = 1 << 20     # room for the envelope around a maximal body
 STOP_GRACE_S = 0.5
+
+
+def _parse_endpoint(addr: str) -> pb.Endpoints:
+    host, _, port = addr.rpartition(":")
+    return endpoints_of(host.strip("[]"), int(port))
 
 
 def _now_ms() -> int:
@@ -118,6 +124,10 @@ class GrpcEndpoint:
         self.consumers = ConsumerService(self.broker, self.popper, self.settings)
         self.producers = ProducerService(self.broker, self.sessions, self.settings)
         self.pulls = PullService(self.broker, self.consumers, self.settings)
+        self.routes = ClusterRoutes(self.broker, self.endpoints(), _parse_endpoint)
+        registrar = getattr(self.broker, "registrar", None)
+        if registrar is not None:                  # other groups' endpoints list this one in their routes
+            registrar.advertise(GRPC_ENDPOINTS_NAMESPACE, self.broker.address, self.address)
         self._server.add_generic_rpc_handlers((service_handlers(_Servicer(self)),))
         await self._server.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
@@ -160,19 +170,33 @@ class GrpcEndpoint:
     def endpoints(self) -> pb.Endpoints:
         return endpoints_of(self.advertise_host, self.port)
 
+    async def _groups(self, topic: pb.Resource, *, create: bool):
+        """This topic's groups (local topic config auto-created when allowed) and accepted message types."""
+        try:
+            tc = topic_config(self.broker, topic.name, create=create)
+        except V2Error as exc:
+            if exc.code != Code.TOPIC_NOT_FOUND:
+                raise
+            tc = None                                   # maybe served by other groups only
+        groups = await self.routes.groups(topic.name, tc)
+        if not groups:
+            if tc is None:
+                raise V2Error(Code.TOPIC_NOT_FOUND, f"topic {topic.name!r} does not exist on any broker group")
+            raise V2Error(Code.FORBIDDEN, f"topic {topic.name!r} has no queue reachable over gRPC")
+        return groups, accepted_types(tc) if tc is not None else ALL_TYPES
+
     async def query_route(self, req, context):
-        tc = topic_config(self.broker, req.topic.name, create=True)
+        groups, types = await self._groups(req.topic, create=True)
         client_id = metadata(context).get("x-mq-client-id")
         if client_id:
-            self.sessions.route_queried(client_id, tc.topic_name)
-        return spb.QueryRouteResponse(status=status(),
-                                      message_queues=message_queues(self.broker, tc, req.topic, self.endpoints()))
+            self.sessions.route_queried(client_id, req.topic.name)
+        return spb.QueryRouteResponse(status=status(), message_queues=message_queues(groups, types, req.topic))
 
     async def query_assignment(self, req, context):
         group = self.consumers.group(req.group.name)
-        tc = topic_config(self.broker, req.topic.name, create=False)
+        groups, types = await self._groups(req.topic, create=False)
         return spb.QueryAssignmentResponse(status=status(), assignments=assignments(
-            self.broker, tc, req.topic, self.endpoints(), fifo=self.popper.is_fifo(group)))
+            groups, types, req.topic, fifo=self.popper.is_fifo(group)))
 
     async def heartbeat(self, req, context):
         group = self.consumers.group(req.group.name) if req.HasField("group") and req.group.name else ""

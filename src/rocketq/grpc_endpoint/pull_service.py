@@ -55,6 +55,7 @@ from rocketq.filter import Subscription
 from rocketq.grpc_endpoint.consumer_service import ConsumerService, long_polling_s
 from rocketq.grpc_endpoint.convert import stored_to_v2
 from rocketq.grpc_endpoint.protocol import Code, V2Error, pb, spb, status, timestamp_ms
+from rocketq.grpc_endpoint.cluster_route import check_owner
 from rocketq.grpc_endpoint.route import topic_config
 from rocketq.grpc_endpoint.settings import EndpointSettings
 from rocketq.remoting import ResponseCode
@@ -199,6 +200,7 @@ class PullService:
 
     def _queue(self, mq: pb.MessageQueue) -> tuple[str, int]:
         """The topic and queue id *mq* names: an existing topic and one of its read queues."""
+        check_owner(self._broker, mq)
         tc = topic_config(self._broker, mq.topic.name, create=False)
         if not 0 <= mq.id < tc.read_queue_nums:
             raise V2Error(Code.BAD_REQUEST, f"queue {mq.id} is not a read queue of topic {tc.topic_name!r} "

@@ -1,22 +1,24 @@
-"""QueryRoute and QueryAssignment: the topic's queues on this broker, reached at this endpoint.
+"""QueryRoute and QueryAssignment: the topic's queues on every broker group, each reached at its group's endpoint.
 
-Every queue names this endpoint's own address as its broker's endpoints (rocketq has no separate
-proxy: the broker serves gRPC itself).  Queue permissions follow the proxy
+Every queue names its own group's gRPC endpoint (rocketq has no separate proxy: each broker serves
+gRPC itself; which groups and endpoints: :mod:`~rocketq.grpc_endpoint.cluster_route`).  Queue permissions follow the proxy
 (``RouteActivity.genMessageQueueFromQueueData``): with R read and W write queues, ids
 ``0 .. min(R, W) - 1`` are READ_WRITE and the surplus ones READ or WRITE only, so queue 0 is always
 read-write when both counts are positive.  The accepted message types come from the topic's
 ``message.type`` attribute (RocketMQ 5 writes it ``+message.type=FIFO``); a topic without one
 accepts every type, like the proxy's MIXED.
 
-QueryAssignment gives one assignment with queue id -1 ("any queue": receives pop across all
-readable queues) for a normal group, and one per readable queue for a FIFO group.
+QueryAssignment gives, per broker group, one assignment with queue id -1 ("any queue": receives pop
+across all that group's readable queues) for a normal group, and one per readable queue for a FIFO
+group.
 """
 
 from __future__ import annotations
 
 import ipaddress
 
-from rocketq.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig
+from rocketq.broker.topic_config import TopicConfig
+from rocketq.grpc_endpoint.cluster_route import GroupQueues, queue_permissions
 from rocketq.common.validation import topic_error
 from rocketq.grpc_endpoint.protocol import Code, V2Error, pb
 
@@ -55,30 +57,31 @@ def topic_config(broker, topic: str, *, create: bool) -> TopicConfig:
     return tc
 
 
-def message_queues(broker, tc: TopicConfig, topic: pb.Resource, endpoints: pb.Endpoints) -> list[pb.MessageQueue]:
-    b = pb.Broker(name=broker.settings.broker_name, id=broker.settings.broker_id, endpoints=endpoints)
-    types = accepted_types(tc)
-    readable = tc.read_queue_nums if tc.perm & PERM_READ else 0
-    writable = tc.write_queue_nums if tc.perm & PERM_WRITE else 0
+def message_queues(groups: list[GroupQueues], types: tuple[int, ...], topic: pb.Resource) -> list[pb.MessageQueue]:
+    """The queues of every group (:mod:`~rocketq.grpc_endpoint.cluster_route`), each naming its group's endpoint."""
     out = []
-    for qid in range(max(readable, writable)):
-        if qid < min(readable, writable):
-            perm = pb.Permission.READ_WRITE
-        else:
-            perm = pb.Permission.READ if qid < readable else pb.Permission.WRITE
-        out.append(pb.MessageQueue(topic=topic, id=qid, permission=perm, broker=b, accept_message_types=types))
+    for g in groups:
+        b = pb.Broker(name=g.broker_name, id=0, endpoints=g.endpoints)
+        out += [pb.MessageQueue(topic=topic, id=qid, permission=perm, broker=b, accept_message_types=types)
+                for qid, perm in enumerate(queue_permissions(g.read_queue_nums, g.write_queue_nums, g.perm))]
     return out
 
 
-def assignments(broker, tc: TopicConfig, topic: pb.Resource, endpoints: pb.Endpoints, *,
+def assignments(groups: list[GroupQueues], types: tuple[int, ...], topic: pb.Resource, *,
                 fifo: bool) -> list[pb.Assignment]:
-    readable = [q for q in message_queues(broker, tc, topic, endpoints)
+    """FIFO: every readable queue of every group; otherwise one "any queue" (id -1) per group with one."""
+    readable = [q for q in message_queues(groups, types, topic)
                 if q.permission in (pb.Permission.READ, pb.Permission.READ_WRITE)]
     if not readable:
-        raise V2Error(Code.FORBIDDEN, f"topic {tc.topic_name!r} has no readable queue")
+        raise V2Error(Code.FORBIDDEN, f"topic {topic.name!r} has no readable queue")
     if fifo:
         return [pb.Assignment(message_queue=q) for q in readable]
-    any_queue = pb.MessageQueue()
-    any_queue.CopyFrom(readable[0])
-    any_queue.id = -1
-    return [pb.Assignment(message_queue=any_queue)]
+    out, seen = [], set()
+    for q in readable:
+        if q.broker.name not in seen:
+            seen.add(q.broker.name)
+            any_queue = pb.MessageQueue()
+            any_queue.CopyFrom(q)
+            any_queue.id = -1
+            out.append(pb.Assignment(message_queue=any_queue))
+    return out

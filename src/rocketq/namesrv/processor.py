@@ -67,7 +67,8 @@ def register_broker(ctx: NamesrvContext, conn_key: Hashable, cmd: RemotingComman
     result = ctx.routes.register_broker(
         cmd.get_str("clusterName"), cmd.get_str("brokerAddr"), cmd.get_str("brokerName"), cmd.get_int("brokerId"),
         cmd.get_str("haServerAddr", ""), body.wrapper, ctx.now_ms(), conn_key,
-        filter_servers=body.filter_server_list, timeout_ms=cmd.get_int("heartbeatTimeoutMillis", None))
+        filter_servers=body.filter_server_list, timeout_ms=cmd.get_int("heartbeatTimeoutMillis", None),
+        enable_acting_master=cmd.get_bool("enableActingMaster", False))
     order_conf = ctx.kv.list_namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
     return _ok(cmd, json_body({"table": order_conf}) if order_conf else b"",
                haServerAddr=result.ha_server_addr, masterAddr=result.master_addr)

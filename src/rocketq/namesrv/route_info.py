@@ -15,6 +15,13 @@ its ``DataVersion`` differs from the one it last registered, or on its first reg
 steady heartbeat costs a dictionary update.  A broker leaves the tables when it unregisters, when
 its connection closes, or when ``scan_inactive`` finds it silent for longer than its timeout.
 
+Slave acting master (RocketMQ 5, brokers with ``enableSlaveActingMaster`` register
+``enableActingMaster=true``): while a group has no master, :meth:`RouteInfoManager.route` names its
+slave with the smallest brokerId under id 0 (so clients read from it and commit offsets to it) and
+lists that group's queues without the write permission (producers go to other groups); that
+"prime" slave's registrations keep the group's queue data up to date, write bit cleared.  The
+stored tables are not changed: the master's return restores the normal route at once.
+
 Invariants, kept by ``_drop_addr`` / ``_drop_broker_name`` as the only removal paths: every
 brokerName in ``cluster_addr_table`` and ``topic_queue_table`` has a ``BrokerData`` with at least
 one address; a brokerName with no address left is gone from all tables; an empty topic or cluster
@@ -54,11 +61,20 @@ class BrokerData:
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str]
+    enable_acting_master: bool = False
 
-    def to_json(self) -> dict:
-        addrs = {str(bid): addr for bid, addr in sorted(self.broker_addrs.items())}
+    def acting_addrs(self) -> dict[int, str]:
+        """The addresses as routed: with acting master on and no master, the prime slave under id 0."""
+        if MASTER_ID in self.broker_addrs or not self.enable_acting_master or not self.broker_addrs:
+            return self.broker_addrs
+        prime = min(self.broker_addrs)
+        return {MASTER_ID: self.broker_addrs[prime], **{b: a for b, a in self.broker_addrs.items() if b != prime}}
+
+    def to_json(self, *, routed: bool = False) -> dict:
+        shown = self.acting_addrs() if routed else self.broker_addrs
+        addrs = {str(bid): addr for bid, addr in sorted(shown.items())}
         return {"cluster": self.cluster, "brokerName": self.broker_name, "brokerAddrs": addrs,
-                "enableActingMaster": False}
+                "enableActingMaster": self.enable_acting_master}
 
 
 @dataclass
@@ -89,7 +105,7 @@ class RouteInfoManager:
     def register_broker(self, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str,
                         topic_config_wrapper: TopicConfigWrapper | None, now_ms: int,
                         conn_key: Hashable | None = None, *, filter_servers: list[str] | None = None,
-                        timeout_ms: int | None = None) -> RegisterResult:
+                        timeout_ms: int | None = None, enable_acting_master: bool = False) -> RegisterResult:
         """Record a broker's registration; returns the master's HA and broker address for a slave."""
         wrapper = topic_config_wrapper or TopicConfigWrapper()
         self.cluster_addr_table.setdefault(cluster, set()).add(name)
@@ -102,9 +118,13 @@ class RouteInfoManager:
             del broker.broker_addrs[bid]
         first = broker.broker_addrs.get(broker_id) is None or first
         broker.broker_addrs[broker_id] = addr
-        if broker_id == MASTER_ID and (first or self._version_changed(addr, wrapper.data_version)):
+        broker.enable_acting_master = enable_acting_master
+        # the prime slave (smallest id) of a group without master keeps its queue data, read-only
+        prime_slave = (broker_id != MASTER_ID and enable_acting_master and MASTER_ID not in broker.broker_addrs
+                       and broker_id == min(broker.broker_addrs))
+        if (broker_id == MASTER_ID or prime_slave) and (first or self._version_changed(addr, wrapper.data_version)):
             for topic_config in wrapper.topic_configs.values():
-                self._update_queue_data(name, topic_config)
+                self._update_queue_data(name, topic_config, read_only=prime_slave)
         previous = self.broker_live_table.get(addr)
         self.broker_live_table[addr] = BrokerLiveInfo(now_ms, wrapper.data_version, ha_addr, conn_key, timeout_ms)
         if previous is None:
@@ -116,9 +136,10 @@ class RouteInfoManager:
         live = self.broker_live_table.get(addr)
         return live is None or live.data_version != version
 
-    def _update_queue_data(self, broker_name: str, tc: TopicQueueConfig) -> None:
+    def _update_queue_data(self, broker_name: str, tc: TopicQueueConfig, *, read_only: bool = False) -> None:
         queues = self.topic_queue_table.setdefault(tc.topic, {})
-        new = QueueData(broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
+        perm = tc.perm & ~PERM_WRITE if read_only else tc.perm
+        new = QueueData(broker_name, tc.read_queue_nums, tc.write_queue_nums, perm, tc.topic_sys_flag)
         old = queues.get(broker_name)
         if old != new:
             log.info("route of topic %s: broker %s %s %d read / %d write queues, perm %d", tc.topic, broker_name,
@@ -213,10 +234,15 @@ class RouteInfoManager:
             return None
         filters = {addr: self.filter_server_table[addr] for b in brokers for addr in b.broker_addrs.values()
                    if addr in self.filter_server_table}
-        return {"orderTopicConf": None,
-                "queueDatas": [queues[n].to_json() for n in sorted(queues)],
-                "brokerDatas": [b.to_json() for b in brokers],
-                "filterServerTable": filters}
+        queue_datas = []
+        for n in sorted(queues):
+            qd = queues[n].to_json()
+            b = self.broker_addr_table.get(n)
+            if b is not None and b.acting_addrs() is not b.broker_addrs:      # a slave acts as master: no writes
+                qd["perm"] &= ~PERM_WRITE
+            queue_datas.append(qd)
+        return {"orderTopicConf": None, "queueDatas": queue_datas,
+                "brokerDatas": [b.to_json(routed=True) for b in brokers], "filterServerTable": filters}
 
     def cluster_info(self) -> dict:
         return {"brokerAddrTable": {n: b.to_json() for n, b in sorted(self.broker_addr_table.items())},
