@@ -43,6 +43,7 @@ from rocketq.broker.epochs import EpochFile, consistent_end
 from rocketq.broker.registration import parse_namesrv_addrs
 from rocketq.common.aio import wait_event
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rocketq.remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +64,13 @@ class ControllerAgent:
     def __init__(self, broker):
         self.broker = broker
         s = broker.settings
-        addrs = parse_namesrv_addrs(s.controller_addr or s.namesrv_addr)
+        addrs = parse_namesrv_addrs(s.controller_addr) if s.controller_addr else \
+            parse_namesrv_addrs(s.namesrv_addr)[:1]
         if not addrs:
             raise ControllerError("enableControllerMode needs controllerAddr or namesrvAddr")
-        host, port = addrs[0]
-        self.client = RemotingClient(host, port, ssl_context=broker.client_ssl_context())
+        self._ssl = broker.client_ssl_context()
+        self.clients = {f"{h}:{p}": RemotingClient(h, p, ssl_context=self._ssl) for h, p in addrs}
+        self.client = next(iter(self.clients.values()))     # the one believed active
         self.epochs = EpochFile(broker.store.config.store_path)
         self.state = "slave"                      # slave | promoting | master | fenced
         self.following: tuple[int, int] | None = None    # (epoch, master id) being followed
@@ -80,8 +83,35 @@ class ControllerAgent:
     # -- talking to the controller ----------------------------------------------------------------
 
     async def _ask(self, code: int, header: dict | None = None, body: dict | None = None) -> dict:
-        cmd = RemotingCommand.create_request(code, header or {}, json.dumps(body).encode() if body else b"")
-        r = await self.client.invoke(self.broker.sign_outgoing(cmd), timeout_s=max(0.5, self.timeout_s / 2))
+        """Ask the active controller: a standby's CONTROLLER_NOT_LEADER names it; an unreachable one is
+        skipped for the next in controllerAddr (each at most twice per call)."""
+        problems = []
+        for _ in range(2 * len(self.clients)):
+            cmd = RemotingCommand.create_request(code, header or {}, json.dumps(body).encode() if body else b"")
+            try:
+                r = await self.client.invoke(self.broker.sign_outgoing(cmd), timeout_s=max(0.5, self.timeout_s / 2))
+            except (OSError, asyncio.TimeoutError, RemotingError) as exc:
+                problems.append(f"{self.client.address}: {exc or type(exc).__name__}")
+                self._next_controller(None)
+                continue
+            if r.code == ResponseCode.CONTROLLER_NOT_LEADER:
+                problems.append(f"{self.client.address}: {r.remark}")
+                self._next_controller(r.ext_fields.get("leaderAddress") or None)
+                continue
+            return self._answer(r)
+        raise ControllerError(f"no active controller answered: {'; '.join(problems[-len(self.clients):])}")
+
+    def _next_controller(self, leader: str | None) -> None:
+        if leader and leader != self.client.address:
+            if leader not in self.clients:           # an active controller missing from controllerAddr
+                host, _, port = leader.rpartition(":")
+                self.clients[leader] = RemotingClient(host, int(port), ssl_context=self._ssl)
+            self.client = self.clients[leader]
+            return
+        names = list(self.clients)
+        self.client = self.clients[names[(names.index(self.client.address) + 1) % len(names)]]
+
+    def _answer(self, r: RemotingCommand) -> dict:
         if r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             raise NoController(f"{self.client.address} runs no controller (start the NameServer with "
                                "--enable-controller, or set controllerAddr)")
@@ -166,7 +196,8 @@ class ControllerAgent:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        await self.client.close()
+        for client in self.clients.values():
+            await client.close()
 
     async def _loop(self) -> None:
         while True:

@@ -104,6 +104,8 @@ def _register() -> None:
     cli.add_command(serve)
     cli.add_command(broker)
     cli.add_command(namesrv)
+    from rocketq.controller.cli import controller
+    cli.add_command(controller)
     from rocketq.cli.admin_cmds import cluster, group, message, topic
     from rocketq.cli import operator_cmds  # noqa: F401 (adds `group reset-offset`, `broker config`)
     from rocketq.cli.messaging import consume, send

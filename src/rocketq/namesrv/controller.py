@@ -77,6 +77,10 @@ class BrokerSet:
     synced_offset: int = 0
     members: dict[int, Member] = field(default_factory=dict)
     elected_ms: int = 0
+    # RocketMQ's SyncStateSet: the brokers known to hold what the master acknowledged; only these can be
+    # elected (unless unclean).  None: not tracked (the embedded controller elects on offsets alone)
+    sync_state_set: set[int] | None = None
+    sync_state_set_epoch: int = 0
 
     @property
     def confirmed_epoch(self) -> int:
@@ -88,7 +92,8 @@ def elect(s: BrokerSet, now_ms: int, timeout_ms: int, *, unclean: bool = False) 
     """The broker to make master of *s*: alive, not the failed master, following the current epoch,
     with the highest CommitLog end (lowest id on a tie), and not behind what a follower reported."""
     alive = [m for m in s.members.values()
-             if m.broker_id != s.master_id and now_ms - m.last_ms <= timeout_ms and m.epoch == s.confirmed_epoch]
+             if m.broker_id != s.master_id and now_ms - m.last_ms <= timeout_ms and m.epoch == s.confirmed_epoch
+             and (unclean or s.sync_state_set is None or m.broker_id in s.sync_state_set)]
     if not alive:
         return None
     best = max(alive, key=lambda m: (m.max_offset, -m.broker_id))
@@ -191,6 +196,8 @@ class Controller:
                 "masterAddr": master.addr if master else None, "masterHaAddr": master.ha_addr if master else None,
                 "epoch": s.epoch, "pending": s.pending, "history": s.history,
                 "masterTimeoutMs": self.master_timeout_ms, "syncedOffset": s.synced_offset,
+                "syncStateSet": sorted(s.sync_state_set) if s.sync_state_set is not None else None,
+                "syncStateSetEpoch": s.sync_state_set_epoch,
                 "brokers": {str(m.broker_id): {"addr": m.addr, "haAddr": m.ha_addr, "epoch": m.epoch,
                                                "maxPhyOffset": m.max_offset,
                                                "alive": now_ms - m.last_ms <= self.master_timeout_ms}
