@@ -34,21 +34,35 @@ BOOT_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 CALL_TIMEOUT_S = 3.0
 POLL_S = 0.05
+CONTROLLER_BOOT = r"listening on ([\d.]+:\d+)"
+BROKER_BOOT = r"listening on ([\d.]+:\d+)"
+NAMESRV_BOOT = r"listening on [\d.]+:(\d+)"
 
 
-def spawn(args: list[str], pattern: str, what: str, log_path: Path, *, prefix: list[str] = (), env=None):
-    """Start ``rocketq <args>``; wait for its first stdout line to match *pattern* (the match is returned)."""
+def launch(args: list[str], log_path: Path, *, prefix: list[str] = (), env=None) -> subprocess.Popen:
+    """Start ``rocketq <args>``, stdout piped (its boot line is read by :func:`ready`), stderr to *log_path*."""
     with open(log_path, "a") as err:
-        proc = subprocess.Popen([*prefix, sys.executable, "-m", "rocketq.cli.main", *args], stdout=subprocess.PIPE,
-                                stderr=err, text=True, env=env or dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    ready, _, _ = select.select([proc.stdout], [], [], BOOT_TIMEOUT_S)
-    line = proc.stdout.readline() if ready else ""
+        return subprocess.Popen([*prefix, sys.executable, "-m", "rocketq.cli.main", *args], stdout=subprocess.PIPE,
+                                stderr=err, text=True,
+                                env=env or dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+
+
+def ready(proc: subprocess.Popen, pattern: str, what: str, log_path: Path):
+    """Wait for *proc*'s first stdout line to match *pattern*; the match (the process is killed if not)."""
+    ready_, _, _ = select.select([proc.stdout], [], [], BOOT_TIMEOUT_S)
+    line = proc.stdout.readline() if ready_ else ""
     m = re.search(pattern, line)
     if not m:
         proc.kill()
         proc.wait(10)
         raise RuntimeError(f"{what} did not start: {line!r} {log_path.read_text(errors='replace')[-3000:]}")
-    return proc, m
+    return m
+
+
+def spawn(args: list[str], pattern: str, what: str, log_path: Path, *, prefix: list[str] = (), env=None):
+    """Start ``rocketq <args>`` and wait for its boot line: (process, match)."""
+    proc = launch(args, log_path, prefix=prefix, env=env)
+    return proc, ready(proc, pattern, what, log_path)
 
 
 async def call(addr: str, code: int, header: dict | None = None, body: bytes = b"",
@@ -97,11 +111,15 @@ class LocalControlledCluster:
 
     # -- processes -------------------------------------------------------------------------------
 
+    def _controller_args(self, port: int) -> list[str]:
+        return ["controller", "--etcd", ",".join(self.etcd.endpoints), "--port", str(port),
+                "--master-timeout-ms", str(self.master_timeout_ms), "--lease-ttl-s", str(self.lease_ttl_s)]
+
     def start_controller(self, i: int, port: int = 0) -> None:
-        proc, m = spawn(["controller", "--etcd", ",".join(self.etcd.endpoints), "--port", str(port),
-                         "--master-timeout-ms", str(self.master_timeout_ms), "--lease-ttl-s", str(self.lease_ttl_s)],
-                        r"listening on ([\d.]+:\d+)", f"controller {i}", self.root / f"controller{i}.log")
-        self.controller_procs[i], self.controller_addrs[i] = proc, m.group(1)
+        log_path = self.root / f"controller{i}.log"
+        proc = launch(self._controller_args(port), log_path)
+        self.controller_procs[i] = proc
+        self.controller_addrs[i] = ready(proc, CONTROLLER_BOOT, f"controller {i}", log_path).group(1)
 
     def broker_conf(self, bid: int) -> Path:
         ns = self.netns.get(bid)
@@ -117,25 +135,36 @@ class LocalControlledCluster:
         return conf
 
     def start_broker(self, bid: int) -> None:
-        ns = self.netns.get(bid)
-        prefix = ["ip", "netns", "exec", ns[0]] if ns else []
-        proc, m = spawn(["broker", "-c", str(self.broker_conf(bid))], r"listening on ([\d.]+:\d+)", f"broker {bid}",
-                        self.root / f"b{bid}.log", prefix=prefix)
-        self.broker_procs[bid], self.broker_addrs[bid] = proc, m.group(1)
+        self.start_brokers([bid])
+
+    def start_brokers(self, bids: list[int]) -> None:
+        """Start these brokers at once and wait for every one's boot line."""
+        procs = {}
+        for bid in bids:
+            ns = self.netns.get(bid)
+            procs[bid] = launch(["broker", "-c", str(self.broker_conf(bid))], self.root / f"b{bid}.log",
+                                prefix=["ip", "netns", "exec", ns[0]] if ns else [])
+        for bid, proc in procs.items():
+            self.broker_procs[bid] = proc
+            self.broker_addrs[bid] = ready(proc, BROKER_BOOT, f"broker {bid}", self.root / f"b{bid}.log").group(1)
 
     def start(self, *, slaves: bool = True) -> LocalControlledCluster:
         self.etcd.start()
-        for i in range(self.n_controllers):
-            self.start_controller(i)
-        self.namesrv_proc, m = spawn(["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config",
-                                      str(self.root / "ns" / "kv")], r"listening on [\d.]+:(\d+)", "namesrv",
-                                     self.root / "ns.log")
-        self.namesrv = f"127.0.0.1:{m.group(1)}"
-        self.start_broker(1)
+        ns_log = self.root / "ns.log"
+        ns = launch(["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config", str(self.root / "ns" / "kv")],
+                    ns_log)
+        procs = {i: launch(self._controller_args(0), self.root / f"controller{i}.log")
+                 for i in range(self.n_controllers)}
+        self.namesrv_proc = ns
+        self.namesrv = f"127.0.0.1:{ready(ns, NAMESRV_BOOT, 'namesrv', ns_log).group(1)}"
+        for i, proc in procs.items():
+            self.controller_procs[i] = proc
+            self.controller_addrs[i] = ready(proc, CONTROLLER_BOOT, f"controller {i}",
+                                             self.root / f"controller{i}.log").group(1)
+        self.start_brokers([1])
         asyncio.run(until("broker 1 confirmed master", self._first_master_ready, BOOT_TIMEOUT_S))
         if slaves:
-            for bid in range(2, self.n_brokers + 1):
-                self.start_broker(bid)
+            self.start_brokers(list(range(2, self.n_brokers + 1)))
         return self
 
     async def _first_master_ready(self):
