@@ -79,6 +79,7 @@ class ControllerAgent:
         self._start_offset: int | None = None
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
+        self._withdrawn = False                   # left the routes when the lease lapsed
 
     # -- talking to the controller ----------------------------------------------------------------
 
@@ -206,7 +207,21 @@ class ControllerAgent:
                 await self.beat()
             except Exception as exc:
                 log.warning("controller heartbeat failed: %s", exc)
+            await self._leave_routes_if_lease_lapsed()
             await wait_event(self._wake, HEARTBEAT_INTERVAL_S)
+
+    async def _leave_routes_if_lease_lapsed(self) -> None:
+        """A master cut off from the controller refuses sends once its lease lapsed; it also leaves the
+        NameServers' routes, or its periodic registration would keep sending producers to it (and take
+        the route back from the master elected meanwhile).  It registers again when a heartbeat renews
+        the lease (:meth:`apply`)."""
+        b = self.broker
+        if (self.state == "master" and b.settings.controller_lease and not self._withdrawn
+                and b.registrar is not None and asyncio.get_running_loop().time() > self.lease_until):
+            self._withdrawn = True
+            log.error("no contact with the controller for %.1f s: refusing sends and leaving the routes until "
+                      "it answers again", self.timeout_s * LEASE_FRACTION)
+            await b.registrar.withdraw()
 
     async def beat(self) -> None:
         sent = asyncio.get_running_loop().time()
@@ -220,6 +235,12 @@ class ControllerAgent:
         if master == me:
             if self.state == "master" and info["epoch"] == self.epochs.last_epoch:
                 self.lease_until = sent + self.timeout_s * LEASE_FRACTION
+                if self._withdrawn and self.broker.registrar is not None:
+                    self._withdrawn = False
+                    log.warning("the controller answers again and this is still the master of epoch %d: "
+                                "registering again", info["epoch"])
+                    await self.broker.registrar.register_once()
+                    self.broker.registrar.start()
             elif self.state in ("slave", "master"):
                 await self._prepare_takeover(info)
             elif self.state == "promoting" and not info["pending"]:

@@ -94,13 +94,15 @@ async def until(what: str, predicate, timeout_s: float = 30.0):
 class LocalControlledCluster:
     def __init__(self, root: Path | str, *, brokers: int = 3, controllers: int = 2, etcd_members: int = 3,
                  master_timeout_ms: int = 1500, lease_ttl_s: int = 2, broker_name: str = "broker-a",
-                 commitlog_bytes: int = 4 << 20):
+                 commitlog_bytes: int = 4 << 20, controller_host: str = "127.0.0.1",
+                 namesrv_host: str = "127.0.0.1"):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.etcd = LocalEtcdCluster(self.root / "etcd", etcd_members)
         self.n_brokers, self.n_controllers = brokers, controllers
         self.master_timeout_ms, self.lease_ttl_s = master_timeout_ms, lease_ttl_s
         self.broker_name, self.commitlog_bytes = broker_name, commitlog_bytes
+        self.controller_host, self.namesrv_host = controller_host, namesrv_host
         self.controller_procs: dict[int, subprocess.Popen] = {}
         self.controller_addrs: dict[int, str] = {}
         self.broker_procs: dict[int, subprocess.Popen] = {}
@@ -112,7 +114,8 @@ class LocalControlledCluster:
     # -- processes -------------------------------------------------------------------------------
 
     def _controller_args(self, port: int) -> list[str]:
-        return ["controller", "--etcd", ",".join(self.etcd.endpoints), "--port", str(port),
+        return ["controller", "--etcd", ",".join(self.etcd.endpoints), "--host", self.controller_host,
+                "--port", str(port),
                 "--master-timeout-ms", str(self.master_timeout_ms), "--lease-ttl-s", str(self.lease_ttl_s)]
 
     def start_controller(self, i: int, port: int = 0) -> None:
@@ -151,12 +154,12 @@ class LocalControlledCluster:
     def start(self, *, slaves: bool = True) -> LocalControlledCluster:
         self.etcd.start()
         ns_log = self.root / "ns.log"
-        ns = launch(["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config", str(self.root / "ns" / "kv")],
+        ns = launch(["namesrv", "--host", self.namesrv_host, "--port", "0", "--kv-config", str(self.root / "ns" / "kv")],
                     ns_log)
         procs = {i: launch(self._controller_args(0), self.root / f"controller{i}.log")
                  for i in range(self.n_controllers)}
         self.namesrv_proc = ns
-        self.namesrv = f"127.0.0.1:{ready(ns, NAMESRV_BOOT, 'namesrv', ns_log).group(1)}"
+        self.namesrv = f"{self.namesrv_host}:{ready(ns, NAMESRV_BOOT, 'namesrv', ns_log).group(1)}"
         for i, proc in procs.items():
             self.controller_procs[i] = proc
             self.controller_addrs[i] = ready(proc, CONTROLLER_BOOT, f"controller {i}",
