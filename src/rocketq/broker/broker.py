@@ -26,6 +26,7 @@ from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
 from rocketq.broker import admin, admin_ops, assignment, offset_reset, queries, recall, reply, runtime_config
+from rocketq.broker.controlled import epoch_cache_handlers
 from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
@@ -192,7 +193,7 @@ class Broker:
             RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
             **admin.handlers(self), **admin_ops.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
             **recall.handlers(self, _host_of), **reply.handlers(self, _host_of), **offset_reset.handlers(self),
-            **runtime_config.handlers(self),
+            **runtime_config.handlers(self), **epoch_cache_handlers(self),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()

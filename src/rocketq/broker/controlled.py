@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL_S = 1.0
 PREPARE_TIMEOUT_S = 60.0
 LEASE_FRACTION = 0.8
+JAVA_LONG_MAX = (1 << 63) - 1
 
 
 class ControllerError(RuntimeError):
@@ -321,3 +322,23 @@ class ControllerAgent:
         if self.broker.settings.controller_lease and asyncio.get_running_loop().time() > self.lease_until:
             return "no recent contact with the controller (lease expired)"
         return None
+
+
+def epoch_cache_handlers(broker) -> dict:
+    """GET_BROKER_EPOCH_CACHE (1007, what ``mqadmin getBrokerEpoch`` asks each broker): RocketMQ's
+    EpochEntryCache {clusterName, brokerName, brokerId, epochList [{epoch, startOffset, endOffset}],
+    maxOffset}; each entry ends where the next starts, the last at Long.MAX_VALUE as in RocketMQ (mqadmin
+    prints maxOffset there).  Only in controller mode, answered as RocketMQ answers otherwise."""
+    async def epoch_cache(conn, cmd: RemotingCommand) -> RemotingCommand:
+        agent = broker.controller_agent
+        if agent is None:
+            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, "this request only for controllerMode ")
+        entries = agent.epochs.entries
+        ends = [start for _, start in entries[1:]] + [JAVA_LONG_MAX]
+        s = broker.settings
+        body = {"clusterName": s.cluster_name, "brokerName": s.broker_name, "brokerId": s.broker_id,
+                "epochList": [{"epoch": e, "startOffset": start, "endOffset": end}
+                              for (e, start), end in zip(entries, ends)],
+                "maxOffset": broker.store.max_physical_offset()}
+        return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, None, None, json.dumps(body).encode())
+    return {RequestCode.GET_BROKER_EPOCH_CACHE: epoch_cache}
