@@ -14,7 +14,9 @@ address, last heartbeat, reported epoch and CommitLog end (``maxPhyOffset``).
   message is on some slave, and the slaves' logs are prefixes of the master's, so that slave has
   all of them.  It must also have at least ``synced_offset`` (the highest end any follower reported
   in this epoch, and the epoch's start): a slave known to be behind another is never elected, unless
-  ``elect_unclean``.  Nobody eligible: no election, the set has no writable master.
+  ``elect_unclean``.  Nobody eligible: no election, the set has no writable master.  A follower's
+  report older than the master's last heartbeat plus one heartbeat interval (the master may have
+  written until then) may miss what it received since: the election waits for its next report.
 * An election makes the term *pending*: the elected broker stops replicating, appends
   ``(epoch, its log end)`` to its epoch file and confirms with that start offset in its next
   heartbeat; only then is the entry added to the history and the broker writable.  A broker that
@@ -53,6 +55,7 @@ from rocketq.store.config_files import read_json, write_json
 log = logging.getLogger(__name__)
 
 DEFAULT_MASTER_TIMEOUT_MS = 3000
+REPORT_INTERVAL_MS = 1000          # brokers heartbeat this often (rocketq.broker.controlled.HEARTBEAT_INTERVAL_S)
 SNAPSHOT_NAME = "controller.json"
 
 
@@ -96,6 +99,15 @@ def elect(s: BrokerSet, now_ms: int, timeout_ms: int, *, unclean: bool = False) 
              and (unclean or s.sync_state_set is None or m.broker_id in s.sync_state_set)]
     if not alive:
         return None
+    old = s.members.get(s.master_id) if s.master_id is not None else None
+    if old is not None:
+        # the master wrote until at most one heartbeat interval after its last heartbeat; a report from
+        # before then may miss what that follower received since: wait for its next one (or its timeout)
+        stale = [m.broker_id for m in alive if m.last_ms < old.last_ms + REPORT_INTERVAL_MS]
+        if stale:
+            log.info("broker set %s: election waits for reports of %s newer than the master's last write",
+                     s.name, stale)
+            return None
     best = max(alive, key=lambda m: (m.max_offset, -m.broker_id))
     if best.max_offset < s.synced_offset and not unclean:
         log.warning("broker set %s: no election - the best live broker %d ends at %d, but a follower "
