@@ -41,7 +41,8 @@ async def prepared(cluster: LocalControlledCluster, ledger: Ledger) -> None:
         r = await p.send(Message(TOPIC, b"first"))
         ledger.acked("first", Place(TOPIC, cluster.broker_name, r.queue.queue_id, r.queue_offset))
     for bid, addr in cluster.broker_addrs.items():
-        await until(f"broker {bid} has {TOPIC}", lambda: topic_on(addr), 30)
+        # slaves copy the master's topics every 10 s (slave_sync.SYNC_INTERVAL_S)
+        await until(f"broker {bid} has {TOPIC}", lambda: topic_on(addr), 45)
     await until("every broker in sync", lambda: all_in_sync(cluster, len(cluster.broker_addrs)), 30)
 
 

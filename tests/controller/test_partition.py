@@ -59,6 +59,8 @@ def test_master_partitioned_from_the_controllers_is_fenced(tmp_path):
             LocalControlledCluster.__init__ = original
         try:
             asyncio.run(_scenario(cluster, ledger, rng, net))
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\n{ledger.report({})}") from exc
         finally:
             codes = cluster.stop()
         assert all(c == 0 for c in codes.values()), (codes, ledger.report())

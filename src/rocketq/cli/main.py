@@ -90,6 +90,7 @@ def _register() -> None:
     from rocketq.cli import bench_broker_cmd  # noqa: F401 (adds `bench broker`)
     from rocketq.cli import bench_hostile_cmd  # noqa: F401 (adds `bench hostile`)
     from rocketq.cli import bench_spark_cmd  # noqa: F401 (adds `bench spark`)
+    from rocketq.cli import bench_failover_cmd  # noqa: F401 (adds `bench failover`)
     from rocketq.cli.bench_cmd import bench
     from rocketq.cli.serve_cmd import broker, serve
     from rocketq.namesrv.cli import namesrv

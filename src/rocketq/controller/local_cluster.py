@@ -124,6 +124,10 @@ class LocalControlledCluster:
         self.controller_procs[i] = proc
         self.controller_addrs[i] = ready(proc, CONTROLLER_BOOT, f"controller {i}", log_path).group(1)
 
+    def restart_controller(self, i: int) -> None:
+        """Start controller *i* again on its old port: the brokers' controllerAddr names that address."""
+        self.start_controller(i, int(self.controller_addrs[i].rpartition(":")[2]))
+
     def broker_conf(self, bid: int) -> Path:
         ns = self.netns.get(bid)
         bind = ns[1] if ns else "127.0.0.1"
