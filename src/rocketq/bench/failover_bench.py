@@ -19,6 +19,7 @@ consumer is given ``DRAIN_TIMEOUT_S`` to read everything; lost = acknowledged bo
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import platform
 import statistics
@@ -50,7 +51,7 @@ class FailoverResult:
     def percentile(self, p: float) -> float:
         """Nearest-rank percentile (with 20 runs, p99 is the slowest run)."""
         xs = sorted(self.failover_s)
-        return xs[min(len(xs) - 1, max(0, round(p / 100 * len(xs) + 0.5) - 1))]
+        return xs[min(len(xs) - 1, max(0, math.ceil(p / 100 * len(xs)) - 1))]
 
     def summary(self) -> dict:
         xs = self.failover_s
