@@ -9,18 +9,11 @@ import json
 import pytest
 
 from rocketq.controller.etcd import EtcdClient, compare, put_op
-from rocketq.controller.etcd_cluster import LocalEtcdCluster
 from rocketq.controller.state import EtcdController, NotLeader, after_check, set_key
 from rocketq.namesrv.controller import BrokerSet
 
 PREFIX = "/t/"
 TIMEOUT_MS = 1000
-
-
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory):
-    with LocalEtcdCluster(tmp_path_factory.mktemp("etcd"), members=1) as cluster:
-        yield cluster
 
 
 async def _campaign(client: EtcdClient) -> tuple[int, int]:
@@ -44,9 +37,9 @@ async def _stored(client) -> dict:
     return json.loads(kv.value)
 
 
-def test_a_controller_that_lost_its_lease_cannot_elect(etcd):
+def test_a_controller_that_lost_its_lease_cannot_elect(etcd1):
     async def scenario():
-        a_client, b_client = EtcdClient(etcd.endpoints), EtcdClient(etcd.endpoints)
+        a_client, b_client = EtcdClient(etcd1.endpoints), EtcdClient(etcd1.endpoints)
         try:
             a_lease, a_rev = await _campaign(a_client)
             a = EtcdController(a_client, PREFIX, master_timeout_ms=TIMEOUT_MS)

@@ -88,14 +88,15 @@ class Leadership:
             ok, answer = await self.etcd.txn(
                 [compare(self.leader_key, "CREATE", 0)],
                 [put_op(self.leader_key, json.dumps({"addr": self.address}), self.lease_id)])
-            if ok:
+            kv = None if ok else await self.etcd.get(self.leader_key)
+            if ok or (kv is not None and kv.lease == self.lease_id):
+                # won (or won already: a retried campaign whose first answer was lost finds its own entry)
                 self.leader_address = self.address
                 self.active = True
                 log.warning("controller %s is now the active controller", self.address)
-                await self.on_elected(int(answer["header"]["revision"]))
+                await self.on_elected(int(answer["header"]["revision"]) if ok else kv.create_revision)
                 await self._watch_until_deleted()        # ours deleted: the lease is gone
                 raise LeaseLost("the leader key was deleted")
-            kv = await self.etcd.get(self.leader_key)
             if kv is None:
                 continue                                 # gone meanwhile: campaign again
             self.leader_address = json.loads(kv.value)["addr"]
