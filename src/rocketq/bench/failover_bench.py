@@ -97,35 +97,48 @@ async def _runs(cluster: LocalControlledCluster, result: FailoverResult, runs: i
     await load.start()
     try:
         for i in range(runs):
-            await until("every broker in sync", lambda: _all_in_sync(cluster), RUN_TIMEOUT_S)
-            base = load.acks
-            await until("acks on the current master", lambda: _value(load.acks >= base + SETTLE_ACKS), RUN_TIMEOUT_S)
-            info = await cluster.replica_info()
-            master, active = info["masterId"], await cluster.active_controller()
-            failed_before = load.failures
-            t_kill = time.monotonic()
-            cluster.kill_broker(master)
-            killed_ctl = None
-            if result.kill_controller:
-                killed_ctl = next(j for j, a in cluster.controller_addrs.items() if a == active)
-                cluster.kill_controller(killed_ctl)
-            await until("a send acknowledged after the kill", lambda: _value(load.acks_after(t_kill) > 0),
-                        RUN_TIMEOUT_S)
-            result.failover_s.append(load.first_ack_after(t_kill) - t_kill)
-            result.failed_sends += load.failures - failed_before
-            progress(i + 1, runs, result.failover_s[-1])
-            await asyncio.to_thread(cluster.start_broker, master)
-            if killed_ctl is not None:
-                await asyncio.to_thread(cluster.restart_controller, killed_ctl)
+            await asyncio.wait_for(_one_run(cluster, result, load, i, runs, progress), 4 * RUN_TIMEOUT_S)
         await load.stop_sending()
         try:
             await until("every acknowledged message consumed", lambda: _value(acked <= consumed), DRAIN_TIMEOUT_S)
         except TimeoutError:
             pass
     finally:
-        await load.close()
+        await asyncio.wait_for(load.close(), RUN_TIMEOUT_S)
     result.acked, result.consumed_distinct = len(acked), len(consumed & acked)
     result.lost = len(acked - consumed)
+
+
+async def _one_run(cluster: LocalControlledCluster, result: FailoverResult, load: Load, i: int, runs: int,
+                   progress) -> None:
+    await until("every broker in sync", lambda: _all_in_sync(cluster), RUN_TIMEOUT_S)
+    base = load.acks
+    await until("acks on the current master", lambda: _value(load.acks >= base + SETTLE_ACKS), RUN_TIMEOUT_S)
+    info = await cluster.replica_info()
+    master, active = info["masterId"], await cluster.active_controller()
+    failed_before = load.failures
+    t_kill = time.monotonic()
+    cluster.kill_broker(master)
+    killed_ctl = None
+    if result.kill_controller:
+        killed_ctl = next(j for j, a in cluster.controller_addrs.items() if a == active)
+        cluster.kill_controller(killed_ctl)
+    await until("a send acknowledged after the kill", lambda: _value(load.acks_after(t_kill) > 0),
+                RUN_TIMEOUT_S)
+    result.failover_s.append(load.first_ack_after(t_kill) - t_kill)
+    result.failed_sends += load.failures - failed_before
+    progress(i + 1, runs, result.failover_s[-1])
+    # restarted before the controller replaced it, the killed broker would resume as master and be
+    # fenced at its first heartbeat: wait for the confirmed successor first
+    await until("a confirmed new master", lambda: _replaced(cluster, master), RUN_TIMEOUT_S)
+    await asyncio.to_thread(cluster.start_broker, master)
+    if killed_ctl is not None:
+        await asyncio.to_thread(cluster.restart_controller, killed_ctl)
+
+
+async def _replaced(cluster: LocalControlledCluster, old: int) -> bool:
+    info = await cluster.replica_info()
+    return bool(info) and not info["pending"] and info["masterId"] not in (None, old)
 
 
 async def _all_in_sync(cluster: LocalControlledCluster) -> bool:

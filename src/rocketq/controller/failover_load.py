@@ -6,16 +6,15 @@ Theory of operation
 -------------------
 ``senders`` tasks share one Producer (retries and its timeout are the client's, as an application
 would have them); each send has a key ``<run>-<n>`` as its body, so a delivery names what it is.
-:attr:`Load.acks` counts acknowledgements and :meth:`Load.first_ack_after` tells when the first one
-after a moment came - the failover time is measured from the kill to that (the sends in flight at
-the kill are the ones that fail over).  The consumer is a LitePullConsumer subscribed from the first
+:attr:`Load.acks` counts acknowledgements and :meth:`Load.first_ack_after` tells when the first send
+started after a moment was acknowledged - the failover time is measured from the kill to that (an
+acknowledgement of a send started before the kill may be the killed master's, still in flight).  The consumer is a LitePullConsumer subscribed from the first
 offset; it follows the route (a slave serves reads while there is no master, then the new master).
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import time
 from typing import Callable
@@ -40,6 +39,7 @@ class Load:
         self.acks = 0
         self.failures = 0
         self.ack_times: list[float] = []              # monotonic, in order
+        self._acks_by_start: list[tuple[float, float]] = []   # (send started, acknowledged)
         self.consumed = 0
         self._n = 0
         self._stop = asyncio.Event()
@@ -74,11 +74,13 @@ class Load:
             await self._consumer.shutdown()
 
     def first_ack_after(self, t: float) -> float | None:
-        i = bisect.bisect_right(self.ack_times, t)
-        return self.ack_times[i] if i < len(self.ack_times) else None
+        """When the first send *started* after *t* was acknowledged (an ack of a send made before *t*
+        may come from the master killed at *t*, its answer still in flight)."""
+        return min((acked for started, acked in self._acks_by_start if started > t), default=None)
 
     def acks_after(self, t: float) -> int:
-        return len(self.ack_times) - bisect.bisect_right(self.ack_times, t)
+        """Acknowledged sends started after *t*."""
+        return sum(1 for started, _ in self._acks_by_start if started > t)
 
     async def _send_loop(self) -> None:
         while not self._stop.is_set():
@@ -86,6 +88,7 @@ class Load:
             key = f"{self.run}-{self._n}"
             body = key.encode()
             self.on_attempt(key, body)
+            started = time.monotonic()
             try:
                 r = await self._producer.send(Message(self.topic, body))
                 ok = r.status.value == "SEND_OK"
@@ -98,6 +101,7 @@ class Load:
                 continue
             self.acks += 1
             self.ack_times.append(time.monotonic())
+            self._acks_by_start.append((started, self.ack_times[-1]))
             self.on_ack(key, r.queue.queue_id, r.queue_offset)
 
     async def _consume_loop(self) -> None:

@@ -151,8 +151,8 @@ class LocalControlledCluster:
             ns = self.netns.get(bid)
             procs[bid] = launch(["broker", "-c", str(self.broker_conf(bid))], self.root / f"b{bid}.log",
                                 prefix=["ip", "netns", "exec", ns[0]] if ns else [])
+        self.broker_procs.update(procs)        # stop() reaches them even if a boot line never comes
         for bid, proc in procs.items():
-            self.broker_procs[bid] = proc
             self.broker_addrs[bid] = ready(proc, BROKER_BOOT, f"broker {bid}", self.root / f"b{bid}.log").group(1)
 
     def start(self, *, slaves: bool = True) -> LocalControlledCluster:
@@ -163,9 +163,9 @@ class LocalControlledCluster:
         procs = {i: launch(self._controller_args(0), self.root / f"controller{i}.log")
                  for i in range(self.n_controllers)}
         self.namesrv_proc = ns
+        self.controller_procs.update(procs)
         self.namesrv = f"{self.namesrv_host}:{ready(ns, NAMESRV_BOOT, 'namesrv', ns_log).group(1)}"
         for i, proc in procs.items():
-            self.controller_procs[i] = proc
             self.controller_addrs[i] = ready(proc, CONTROLLER_BOOT, f"controller {i}",
                                              self.root / f"controller{i}.log").group(1)
         self.start_brokers([1])
