@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 
 from checker import Ledger, Place
+
 from rocketq.controller.failover_load import Load
 from rocketq.controller.local_cluster import LocalControlledCluster, call, until
 from rocketq.remoting import RequestCode
@@ -42,7 +42,7 @@ async def prepared(cluster: LocalControlledCluster, ledger: Ledger) -> None:
         ledger.acked("first", Place(TOPIC, cluster.broker_name, r.queue.queue_id, r.queue_offset))
     for bid, addr in cluster.broker_addrs.items():
         # slaves copy the master's topics every 10 s (slave_sync.SYNC_INTERVAL_S)
-        await until(f"broker {bid} has {TOPIC}", lambda: topic_on(addr), 45)
+        await until(f"broker {bid} has {TOPIC}", lambda addr=addr: topic_on(addr), 45)
     await until("every broker in sync", lambda: all_in_sync(cluster, len(cluster.broker_addrs)), 30)
 
 

@@ -9,9 +9,9 @@ import asyncio
 import time
 
 import pytest
+from runs import drain, ledger_load, prepared, start
 
 from rocketq.controller.local_cluster import until
-from runs import drain, ledger_load, prepared, start
 
 pytestmark = pytest.mark.timeout(180)
 

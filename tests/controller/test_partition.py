@@ -9,14 +9,14 @@ import itertools
 import time
 
 import pytest
-
 from checker import Place
 from netns import NetNs, netns_missing
+from runs import TOPIC, drain, ledger_load, prepared, start
+
 from rocketq.client import Message, MQClientError
 from rocketq.client.api import MQClientAPI
 from rocketq.client.model import MessageQueue
 from rocketq.controller.local_cluster import LocalControlledCluster, until
-from runs import TOPIC, drain, ledger_load, prepared, start
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -35,7 +35,7 @@ async def _refuses(ledger, addr: str, name: str) -> str | None:
         r = await api.send(addr, MessageQueue(TOPIC, name, 0), Message(TOPIC, key.encode()), "direct_pg")
         ledger.acked(key, Place(TOPIC, name, r.queue.queue_id, r.queue_offset))
         return None
-    except (MQClientError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, MQClientError, OSError) as exc:
         return str(exc) or type(exc).__name__
     finally:
         await api.close()

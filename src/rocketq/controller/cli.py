@@ -14,7 +14,8 @@ import signal
 
 import click
 
-from rocketq.cli.log_setup import apply as apply_logging, log_options
+from rocketq.cli.log_setup import apply as apply_logging
+from rocketq.cli.log_setup import log_options
 from rocketq.controller.leadership import DEFAULT_LEASE_TTL_S
 from rocketq.controller.server import DEFAULT_PORT, DEFAULT_PREFIX, ControllerServer
 from rocketq.namesrv.controller import DEFAULT_MASTER_TIMEOUT_MS

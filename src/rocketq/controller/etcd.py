@@ -26,8 +26,8 @@ import asyncio
 import base64
 import json
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import AsyncIterator
 
 import aiohttp
 
@@ -131,7 +131,7 @@ class EtcdClient:
                     if resp.status == 200 and "error" not in data:
                         return data
                     errors.append(f"{endpoint}: {resp.status} {data.get('error') or data.get('message')}")
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
                 errors.append(f"{endpoint}: {type(exc).__name__} {exc}")
             self._current = (self._current + 1) % len(self.endpoints)
             if attempt + 1 == len(self.endpoints):
@@ -202,7 +202,7 @@ class EtcdClient:
                             yield WatchEvent(ev.get("type", "PUT"), kv)
                         if rev and not result.get("events") and not result.get("created"):
                             next_rev = max(next_rev, rev + 1)      # a progress notification
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, EtcdError) as exc:
+            except (TimeoutError, aiohttp.ClientError, ValueError, EtcdError) as exc:
                 log.info("etcd watch on %s via %s broke (%s); reconnecting", key, endpoint, exc)
                 self._current = (self._current + 1) % len(self.endpoints)
                 await asyncio.sleep(RETRY_PAUSE_S)

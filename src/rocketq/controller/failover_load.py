@@ -17,9 +17,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
-from rocketq.client import ConsumeFrom, LitePullConsumer, Message, MQClientError, Producer
+from rocketq.client import (
+    ConsumeFrom,
+    LitePullConsumer,
+    Message,
+    MQClientError,
+    Producer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +98,7 @@ class Load:
             try:
                 r = await self._producer.send(Message(self.topic, body))
                 ok = r.status.value == "SEND_OK"
-            except (MQClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, MQClientError, OSError) as exc:
                 log.debug("send %s failed: %s", key, exc)
                 ok = False
             if not ok:

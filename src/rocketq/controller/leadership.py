@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from rocketq.controller.etcd import EtcdClient, EtcdError, compare, delete_op, put_op
 
@@ -103,7 +103,7 @@ class Leadership:
             log.info("controller %s is standby; the active controller is %s", self.address, self.leader_address)
             try:
                 await asyncio.wait_for(self._watch_until_deleted(kv.mod_revision + 1), self.ttl_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _watch_until_deleted(self, start_revision: int = 0) -> None:

@@ -74,7 +74,7 @@ def sync_state_data_response(cmd, sets: list[BrokerSet], now_ms: int, timeout_ms
         in_sync = s.sync_state_set or set()
         master = s.members.get(s.master_id) if s.master_id is not None else None
 
-        def ident(bid):
+        def ident(bid, s=s):
             return {"brokerName": s.name, "brokerId": bid, "brokerAddress": s.members[bid].addr,
                     "alive": _alive(s, bid, now_ms, timeout_ms)}
         table[s.name] = {"masterBrokerId": s.master_id, "masterAddress": master.addr if master else None,
