@@ -118,3 +118,24 @@ def test_ha_chunks_end_on_record_boundaries(tmp_path):
         assert 0 < size <= MAX_CHUNK and size in ends
         size = _whole_records(cl, big.physical_offset, MAX_CHUNK, end - big.physical_offset)
         assert size == big.wrote_bytes                           # one record larger than a chunk goes whole
+
+
+def test_no_election_on_a_slave_report_older_than_the_masters_death():
+    """A slave's report from before the master died may be behind what it received since: the election
+    waits until every live follower reported after the master's last possible write (its last heartbeat
+    plus one heartbeat interval), so the follower that really has the most is picked."""
+    c = Controller(None, master_timeout_ms=1500)
+    _beat(c, 1, 0)                                            # master of epoch 1
+    _beat(c, 1, 100, epoch=1, end=0, start=0)
+    _beat(c, 2, 200, epoch=1, end=500)
+    _beat(c, 3, 300, epoch=1, end=500)
+    _beat(c, 1, 1000, epoch=1, end=1020)                      # the master's last heartbeat
+    _beat(c, 2, 1100, epoch=1, end=1000)                      # 2's last report is from before more arrived
+    _beat(c, 3, 1900, epoch=1, end=1010)
+    # the master died before 2000; at 2580 it is overdue, but neither slave has reported since 2000
+    s = c.sets[("C", "broker-a")]
+    assert not c.check(s, 2580) and s.master_id == 1
+    _beat(c, 3, 2585, epoch=1, end=1010)
+    assert s.master_id == 1                                   # still waiting for 2 (alive until 2600)
+    _beat(c, 2, 2590, epoch=1, end=1020)                      # 2 has everything the master acknowledged
+    assert s.master_id == 2 and s.epoch == 2

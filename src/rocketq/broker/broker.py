@@ -27,6 +27,7 @@ from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refus
 from rocketq.acl.signing import sign
 from rocketq.broker import admin, admin_ops, assignment, auth_admin, offset_reset, queries, recall, reply, runtime_config
 from rocketq.broker.acting_master import ActingMaster
+from rocketq.broker.controlled import epoch_cache_handlers
 from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
@@ -200,7 +201,7 @@ class Broker:
             RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
             **admin.handlers(self), **admin_ops.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
             **recall.handlers(self, _host_of), **reply.handlers(self, _host_of), **offset_reset.handlers(self),
-            **runtime_config.handlers(self), **auth_admin.handlers(self),
+            **runtime_config.handlers(self), **auth_admin.handlers(self), **epoch_cache_handlers(self),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()

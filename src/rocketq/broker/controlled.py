@@ -43,12 +43,14 @@ from rocketq.broker.epochs import EpochFile, consistent_end
 from rocketq.broker.registration import parse_namesrv_addrs
 from rocketq.common.aio import wait_event
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rocketq.remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 1.0
 PREPARE_TIMEOUT_S = 60.0
 LEASE_FRACTION = 0.8
+JAVA_LONG_MAX = (1 << 63) - 1
 
 
 class ControllerError(RuntimeError):
@@ -63,11 +65,13 @@ class ControllerAgent:
     def __init__(self, broker):
         self.broker = broker
         s = broker.settings
-        addrs = parse_namesrv_addrs(s.controller_addr or s.namesrv_addr)
+        addrs = parse_namesrv_addrs(s.controller_addr) if s.controller_addr else \
+            parse_namesrv_addrs(s.namesrv_addr)[:1]
         if not addrs:
             raise ControllerError("enableControllerMode needs controllerAddr or namesrvAddr")
-        host, port = addrs[0]
-        self.client = RemotingClient(host, port, ssl_context=broker.client_ssl_context())
+        self._ssl = broker.client_ssl_context()
+        self.clients = {f"{h}:{p}": RemotingClient(h, p, ssl_context=self._ssl) for h, p in addrs}
+        self.client = next(iter(self.clients.values()))     # the one believed active
         self.epochs = EpochFile(broker.store.config.store_path)
         self.state = "slave"                      # slave | promoting | master | fenced
         self.following: tuple[int, int] | None = None    # (epoch, master id) being followed
@@ -76,12 +80,40 @@ class ControllerAgent:
         self._start_offset: int | None = None
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
+        self._withdrawn = False                   # left the routes when the lease lapsed
 
     # -- talking to the controller ----------------------------------------------------------------
 
     async def _ask(self, code: int, header: dict | None = None, body: dict | None = None) -> dict:
-        cmd = RemotingCommand.create_request(code, header or {}, json.dumps(body).encode() if body else b"")
-        r = await self.client.invoke(self.broker.sign_outgoing(cmd), timeout_s=max(0.5, self.timeout_s / 2))
+        """Ask the active controller: a standby's CONTROLLER_NOT_LEADER names it; an unreachable one is
+        skipped for the next in controllerAddr (each at most twice per call)."""
+        problems = []
+        for _ in range(2 * len(self.clients)):
+            cmd = RemotingCommand.create_request(code, header or {}, json.dumps(body).encode() if body else b"")
+            try:
+                r = await self.client.invoke(self.broker.sign_outgoing(cmd), timeout_s=max(0.5, self.timeout_s / 2))
+            except (OSError, asyncio.TimeoutError, RemotingError) as exc:
+                problems.append(f"{self.client.address}: {exc or type(exc).__name__}")
+                self._next_controller(None)
+                continue
+            if r.code == ResponseCode.CONTROLLER_NOT_LEADER:
+                problems.append(f"{self.client.address}: {r.remark}")
+                self._next_controller(r.ext_fields.get("leaderAddress") or None)
+                continue
+            return self._answer(r)
+        raise ControllerError(f"no active controller answered: {'; '.join(problems[-len(self.clients):])}")
+
+    def _next_controller(self, leader: str | None) -> None:
+        if leader and leader != self.client.address:
+            if leader not in self.clients:           # an active controller missing from controllerAddr
+                host, _, port = leader.rpartition(":")
+                self.clients[leader] = RemotingClient(host, int(port), ssl_context=self._ssl)
+            self.client = self.clients[leader]
+            return
+        names = list(self.clients)
+        self.client = self.clients[names[(names.index(self.client.address) + 1) % len(names)]]
+
+    def _answer(self, r: RemotingCommand) -> dict:
         if r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             raise NoController(f"{self.client.address} runs no controller (start the NameServer with "
                                "--enable-controller, or set controllerAddr)")
@@ -166,7 +198,8 @@ class ControllerAgent:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        await self.client.close()
+        for client in self.clients.values():
+            await client.close()
 
     async def _loop(self) -> None:
         while True:
@@ -175,7 +208,21 @@ class ControllerAgent:
                 await self.beat()
             except Exception as exc:
                 log.warning("controller heartbeat failed: %s", exc)
+            await self._leave_routes_if_lease_lapsed()
             await wait_event(self._wake, HEARTBEAT_INTERVAL_S)
+
+    async def _leave_routes_if_lease_lapsed(self) -> None:
+        """A master cut off from the controller refuses sends once its lease lapsed; it also leaves the
+        NameServers' routes, or its periodic registration would keep sending producers to it (and take
+        the route back from the master elected meanwhile).  It registers again when a heartbeat renews
+        the lease (:meth:`apply`)."""
+        b = self.broker
+        if (self.state == "master" and b.settings.controller_lease and not self._withdrawn
+                and b.registrar is not None and asyncio.get_running_loop().time() > self.lease_until):
+            self._withdrawn = True
+            log.error("no contact with the controller for %.1f s: refusing sends and leaving the routes until "
+                      "it answers again", self.timeout_s * LEASE_FRACTION)
+            await b.registrar.withdraw()
 
     async def beat(self) -> None:
         sent = asyncio.get_running_loop().time()
@@ -189,6 +236,12 @@ class ControllerAgent:
         if master == me:
             if self.state == "master" and info["epoch"] == self.epochs.last_epoch:
                 self.lease_until = sent + self.timeout_s * LEASE_FRACTION
+                if self._withdrawn and self.broker.registrar is not None:
+                    self._withdrawn = False
+                    log.warning("the controller answers again and this is still the master of epoch %d: "
+                                "registering again", info["epoch"])
+                    await self.broker.registrar.register_once()
+                    self.broker.registrar.start()
             elif self.state in ("slave", "master"):
                 await self._prepare_takeover(info)
             elif self.state == "promoting" and not info["pending"]:
@@ -269,3 +322,23 @@ class ControllerAgent:
         if self.broker.settings.controller_lease and asyncio.get_running_loop().time() > self.lease_until:
             return "no recent contact with the controller (lease expired)"
         return None
+
+
+def epoch_cache_handlers(broker) -> dict:
+    """GET_BROKER_EPOCH_CACHE (1007, what ``mqadmin getBrokerEpoch`` asks each broker): RocketMQ's
+    EpochEntryCache {clusterName, brokerName, brokerId, epochList [{epoch, startOffset, endOffset}],
+    maxOffset}; each entry ends where the next starts, the last at Long.MAX_VALUE as in RocketMQ (mqadmin
+    prints maxOffset there).  Only in controller mode, answered as RocketMQ answers otherwise."""
+    async def epoch_cache(conn, cmd: RemotingCommand) -> RemotingCommand:
+        agent = broker.controller_agent
+        if agent is None:
+            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, "this request only for controllerMode ")
+        entries = agent.epochs.entries
+        ends = [start for _, start in entries[1:]] + [JAVA_LONG_MAX]
+        s = broker.settings
+        body = {"clusterName": s.cluster_name, "brokerName": s.broker_name, "brokerId": s.broker_id,
+                "epochList": [{"epoch": e, "startOffset": start, "endOffset": end}
+                              for (e, start), end in zip(entries, ends)],
+                "maxOffset": broker.store.max_physical_offset()}
+        return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, None, None, json.dumps(body).encode())
+    return {RequestCode.GET_BROKER_EPOCH_CACHE: epoch_cache}

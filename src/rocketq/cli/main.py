@@ -91,6 +91,7 @@ def _register() -> None:
     from rocketq.cli import bench_cluster_cmd  # noqa: F401 (adds `bench cluster`)
     from rocketq.cli import bench_hostile_cmd  # noqa: F401 (adds `bench hostile`)
     from rocketq.cli import bench_spark_cmd  # noqa: F401 (adds `bench spark`)
+    from rocketq.cli import bench_failover_cmd  # noqa: F401 (adds `bench failover`)
     from rocketq.cli.bench_cmd import bench
     from rocketq.cli.serve_cmd import broker, serve
     from rocketq.namesrv.cli import namesrv
@@ -105,6 +106,8 @@ def _register() -> None:
     cli.add_command(serve)
     cli.add_command(broker)
     cli.add_command(namesrv)
+    from rocketq.controller.cli import controller
+    cli.add_command(controller)
     from rocketq.cli.admin_cmds import cluster, group, message, topic
     from rocketq.cli import operator_cmds  # noqa: F401 (adds `group reset-offset`, `broker config`)
     from rocketq.cli.messaging import consume, send

@@ -102,8 +102,13 @@ class Producer:
     async def queues(self, topic: str) -> list[MessageQueue]:
         """Writable queues of *topic* (from the default route when the topic is new)."""
         route = await self.instance.route(topic)
-        if route is not None and route.write_queues():
-            return route.write_queues()
+        if route is not None:
+            if route.write_queues():
+                return route.write_queues()
+            # a known topic whose brokers have no master now (a failover under way): not the default
+            # route, whose cached masters may be the dead ones; the next send asks the NameServers again
+            self.instance.forget_route(topic)
+            raise MQClientError(-1, f"no broker of topic {topic} has a writable master now")
         default = await self.instance.route(DEFAULT_TOPIC)
         if default is None:
             raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic} and no default topic "
@@ -257,6 +262,7 @@ class Producer:
                 log.info("send to %s failed (attempt %d of %d): %s", mq, attempt + 1, attempts, exc)
                 avoid = mq.broker_name
                 self.instance.forget_route(msg.topic)
+                self.instance.forget_route(DEFAULT_TOPIC)     # its masters may be as stale
                 attempt += 1
         raise last
 

@@ -14,7 +14,9 @@ address, last heartbeat, reported epoch and CommitLog end (``maxPhyOffset``).
   message is on some slave, and the slaves' logs are prefixes of the master's, so that slave has
   all of them.  It must also have at least ``synced_offset`` (the highest end any follower reported
   in this epoch, and the epoch's start): a slave known to be behind another is never elected, unless
-  ``elect_unclean``.  Nobody eligible: no election, the set has no writable master.
+  ``elect_unclean``.  Nobody eligible: no election, the set has no writable master.  A follower's
+  report older than the master's last heartbeat plus one heartbeat interval (the master may have
+  written until then) may miss what it received since: the election waits for its next report.
 * An election makes the term *pending*: the elected broker stops replicating, appends
   ``(epoch, its log end)`` to its epoch file and confirms with that start offset in its next
   heartbeat; only then is the entry added to the history and the broker writable.  A broker that
@@ -53,6 +55,7 @@ from rocketq.store.config_files import read_json, write_json
 log = logging.getLogger(__name__)
 
 DEFAULT_MASTER_TIMEOUT_MS = 3000
+REPORT_INTERVAL_MS = 1000          # brokers heartbeat this often (rocketq.broker.controlled.HEARTBEAT_INTERVAL_S)
 SNAPSHOT_NAME = "controller.json"
 
 
@@ -77,6 +80,10 @@ class BrokerSet:
     synced_offset: int = 0
     members: dict[int, Member] = field(default_factory=dict)
     elected_ms: int = 0
+    # RocketMQ's SyncStateSet: the brokers known to hold what the master acknowledged; only these can be
+    # elected (unless unclean).  None: not tracked (the embedded controller elects on offsets alone)
+    sync_state_set: set[int] | None = None
+    sync_state_set_epoch: int = 0
 
     @property
     def confirmed_epoch(self) -> int:
@@ -88,9 +95,19 @@ def elect(s: BrokerSet, now_ms: int, timeout_ms: int, *, unclean: bool = False) 
     """The broker to make master of *s*: alive, not the failed master, following the current epoch,
     with the highest CommitLog end (lowest id on a tie), and not behind what a follower reported."""
     alive = [m for m in s.members.values()
-             if m.broker_id != s.master_id and now_ms - m.last_ms <= timeout_ms and m.epoch == s.confirmed_epoch]
+             if m.broker_id != s.master_id and now_ms - m.last_ms <= timeout_ms and m.epoch == s.confirmed_epoch
+             and (unclean or s.sync_state_set is None or m.broker_id in s.sync_state_set)]
     if not alive:
         return None
+    old = s.members.get(s.master_id) if s.master_id is not None else None
+    if old is not None:
+        # the master wrote until at most one heartbeat interval after its last heartbeat; a report from
+        # before then may miss what that follower received since: wait for its next one (or its timeout)
+        stale = [m.broker_id for m in alive if m.last_ms < old.last_ms + REPORT_INTERVAL_MS]
+        if stale:
+            log.info("broker set %s: election waits for reports of %s newer than the master's last write",
+                     s.name, stale)
+            return None
     best = max(alive, key=lambda m: (m.max_offset, -m.broker_id))
     if best.max_offset < s.synced_offset and not unclean:
         log.warning("broker set %s: no election - the best live broker %d ends at %d, but a follower "
@@ -191,6 +208,8 @@ class Controller:
                 "masterAddr": master.addr if master else None, "masterHaAddr": master.ha_addr if master else None,
                 "epoch": s.epoch, "pending": s.pending, "history": s.history,
                 "masterTimeoutMs": self.master_timeout_ms, "syncedOffset": s.synced_offset,
+                "syncStateSet": sorted(s.sync_state_set) if s.sync_state_set is not None else None,
+                "syncStateSetEpoch": s.sync_state_set_epoch,
                 "brokers": {str(m.broker_id): {"addr": m.addr, "haAddr": m.ha_addr, "epoch": m.epoch,
                                                "maxPhyOffset": m.max_offset,
                                                "alive": now_ms - m.last_ms <= self.master_timeout_ms}

@@ -72,11 +72,21 @@ class RequestCode(IntEnum):
     GET_TOPIC_CONFIG = 351
     LITE_PULL_MESSAGE = 361               # PULL_MESSAGE from a DefaultLitePullConsumer (its own pool in Java)
     BROKER_HEARTBEAT = 904
-    # the controller embedded in the NameServer (rocketq.namesrv.controller; RocketMQ 5's numbers,
-    # JSON bodies of rocketq's own shape)
-    CONTROLLER_HEARTBEAT = 1003           # RocketMQ's CONTROLLER_REGISTER_BROKER
+    # the controller (rocketq.controller on etcd, and the one embedded in the NameServer,
+    # rocketq.namesrv.controller): RocketMQ 5's RequestCode numbers 1001-1013
+    CONTROLLER_ALTER_SYNC_STATE_SET = 1001
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_HEARTBEAT = 1003           # RocketMQ's CONTROLLER_REGISTER_BROKER; rocketq's JSON body
     CONTROLLER_GET_REPLICA_INFO = 1004
     CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    GET_BROKER_EPOCH_CACHE = 1007         # to a broker, not the controller
+    NOTIFY_BROKER_ROLE_CHANGED = 1008
+    UPDATE_CONTROLLER_CONFIG = 1009
+    GET_CONTROLLER_CONFIG = 1010
+    CLEAN_BROKER_DATA = 1011
+    CONTROLLER_GET_NEXT_BROKER_ID = 1012
+    CONTROLLER_APPLY_BROKER_ID = 1013
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     CHANGE_MESSAGE_INVISIBLETIME = 200053
@@ -146,6 +156,14 @@ class ResponseCode(IntEnum):
     NOT_LEADER_FOR_QUEUE = 501
     ILLEGAL_OPERATION = 604
     GO_AWAY = 1500
+    # the controller's (RocketMQ 5 ResponseCode 2000-2016; the ones rocketq answers)
+    CONTROLLER_MASTER_NOT_AVAILABLE = 2004
+    CONTROLLER_INVALID_REQUEST = 2005
+    CONTROLLER_BROKER_NOT_ALIVE = 2006
+    CONTROLLER_NOT_LEADER = 2007
+    CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008
+    CONTROLLER_INVALID_CLEAN_BROKER_METADATA = 2009
+    CONTROLLER_ELECT_MASTER_FAILED = 2012
 
 
 class LanguageCode(IntEnum):
