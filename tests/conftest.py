@@ -24,11 +24,11 @@ def _collect_garbage():
 # `make test` runs the suite on two workers (pytest-xdist).  Work is handed out a test file at a time
 # (module fixtures start once), except that the tests under each prefix below go to one worker together:
 # the compat and Spark folders share session fixtures that are costly to start (the reference clients'
-# `rocketq serve` and their Java, Go and Node builds; one SparkSession), and the peers' tests start
+# `rocketq serve` and their Java, Go and Node builds; one SparkSession; one etcd), and the peers' tests start
 # system-wide daemons (RabbitMQ's epmd on its one port).  xdist's own `loadgroup` marks cannot do this
 # under pytest 9.2 (xdist 3.8 renames items through an attribute pytest no longer reads), its
 # scheduler hook can.
-_ONE_WORKER = {"tests/compat/": "compat", "tests/spark/": "spark", "tests/bench/": "peers",
+_ONE_WORKER = {"tests/compat/": "compat", "tests/spark/": "spark", "tests/controller/": "controller", "tests/bench/": "peers",
                "tests/cli/test_bench_compare.py": "peers"}
 
 if importlib.util.find_spec("xdist") is not None:
