@@ -52,6 +52,7 @@ ALLOWED = {
     R.QUERY_ASSIGNMENT: {A, S}, R.RECALL_MESSAGE: {A, P}, R.SEND_REPLY_MESSAGE: {A, P}, R.SEND_REPLY_MESSAGE_V2: {A, P},
     R.INVOKE_BROKER_TO_RESET_OFFSET: {A}, R.GET_BROKER_CONFIG: {A}, R.UPDATE_BROKER_CONFIG: {A},
     R.QUERY_TOPIC_CONSUME_BY_WHO: {A, P, S}, R.GET_PRODUCER_CONNECTION_LIST: {A},
+    R.GET_BROKER_EPOCH_CACHE: {A},            # issue 20 (mqadmin getBrokerEpoch)
     UNSERVED: {A},
     # issue 20: a broker in controller mode answers the controller's epoch-cache query (mqadmin getBrokerEpoch)
     R.GET_BROKER_EPOCH_CACHE: {A},

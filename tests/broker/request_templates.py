@@ -147,6 +147,7 @@ TEMPLATES = {
         "topic": n["topic"], "group": n["group"], "timestamp": -1, "isForce": True}),
         [("topic", "topic", False), ("group", "group", False)]),
     R.GET_BROKER_CONFIG: (lambda n, o: _header(R.GET_BROKER_CONFIG, {}), []),
+    R.GET_BROKER_EPOCH_CACHE: (lambda n, o: _header(R.GET_BROKER_EPOCH_CACHE, {}), []),
     R.UPDATE_BROKER_CONFIG: (lambda n, o: _header(R.UPDATE_BROKER_CONFIG, {}, b"enablePropertyFilter=false\n"), []),
     R.RECALL_MESSAGE: (lambda n, o: _header(R.RECALL_MESSAGE, {"producerGroup": n["producer"], "topic": n["topic"],
                                                                "recallHandle": "djE"}),
