@@ -54,8 +54,6 @@ ALLOWED = {
     R.QUERY_TOPIC_CONSUME_BY_WHO: {A, P, S}, R.GET_PRODUCER_CONNECTION_LIST: {A},
     R.GET_BROKER_EPOCH_CACHE: {A},            # issue 20 (mqadmin getBrokerEpoch)
     UNSERVED: {A},
-    # issue 20: a broker in controller mode answers the controller's epoch-cache query (mqadmin getBrokerEpoch)
-    R.GET_BROKER_EPOCH_CACHE: {A},
     # ACL 2.0's users and ACLs (answered "ACL 2.0 is off" under ACL 1.0, and only to an admin)
     **{code: {A} for code in range(R.AUTH_CREATE_USER, R.AUTH_LIST_ACL + 1)},
 }

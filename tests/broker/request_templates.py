@@ -155,7 +155,6 @@ TEMPLATES = {
     R.QUERY_TOPIC_CONSUME_BY_WHO: (_topic_only(R.QUERY_TOPIC_CONSUME_BY_WHO), [("topic", "topic", False)]),
     R.GET_PRODUCER_CONNECTION_LIST: (lambda n, o: _header(R.GET_PRODUCER_CONNECTION_LIST,
                                                           {"producerGroup": n["producer"]}), []),
-    R.GET_BROKER_EPOCH_CACHE: (lambda n, o: _header(R.GET_BROKER_EPOCH_CACHE, {}), []),
 }
 
 
