@@ -9,7 +9,9 @@ Every system implements the same five measurements (:class:`System`):
 * ``end_to_end``    - messages sent at a fixed rate, latency to a waiting consumer;
 * ``produce_sync``  - 64 concurrent producers with a durability mode that fsyncs before the ack;
 
-and ``fill`` (how the backlog is written; the batched produce unless a system says otherwise).
+and ``fill`` (how the backlog is written; the batched produce unless a system says otherwise), and
+``tool_rows``: what the field's own load tools measure against a system that speaks their protocol
+(:mod:`.rmq_tools` for rocketq and Apache RocketMQ, :mod:`.kafka_tools` for Kafka).
 A system whose client cannot keep up with a scenario's full size says so with ``caps`` (most
 messages per scenario) and ``max_e2e_rate``; the report prints its ``notes``.
 
@@ -118,6 +120,11 @@ class System:
 
     async def produce_sync(self, n: int, body: bytes, producers: int = 64) -> list[float]:
         raise NotImplementedError
+
+    def tool_rows(self, size: int, plan, sync: bool) -> list[tuple[str, str, float]]:
+        """(scenario, metric, value) measured by the field's own load tools against this system
+        (RocketMQ's benchmark workload, Kafka's perf tools), where it speaks their protocol."""
+        return []
 
 
 def stamped(size: int) -> bytes:
