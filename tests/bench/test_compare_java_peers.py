@@ -145,7 +145,7 @@ def test_report_has_the_tool_rows_versions_and_failed_tool_runs(tmp_path):
     write_report({"machine": {"cpus": 2}, "runs": 1, "skipped": {}, "systems": systems,
                   "durability": {s: {"async": "a", "sync": None} for s in systems}, "settings": {"e2e_rate": 1, "verify_n": 300},
                   "versions": {"Apache RocketMQ (remoting)": "5.3.3", "Apache Kafka": "4.4.0"},
-                  "tool_errors": ["Apache Kafka, 128 B, sync: ProducerPerformance failed"],
+                  "failures": ["Apache Kafka, 128 B, sync: ProducerPerformance failed"],
                   "cells": cells, "latency_samples_ms": {}}, tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert "Apache RocketMQ (remoting) 5.3.3; Apache Kafka 4.4.0" in report

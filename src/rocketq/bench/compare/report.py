@@ -126,9 +126,9 @@ def write_report(results: dict, out: Path) -> None:
     lines += durability_lines(results)
     if results.get("versions"):
         lines += ["Versions: " + "; ".join(f"{name} {v}" for name, v in results["versions"].items()) + ".", ""]
-    if results.get("tool_errors"):
-        lines += ["## Load-tool runs that failed (their cells are missing)", ""]
-        lines += [f"- {e}" for e in results["tool_errors"]] + [""]
+    if results.get("failures"):
+        lines += ["## Runs that failed (their cells are missing)", ""]
+        lines += [f"- {e}" for e in results["failures"]] + [""]
     if results.get("notes"):
         lines += ["## How each system is driven, where it differs", ""]
         lines += [f"- **{name}**: {note}." for name, note in results["notes"].items()] + [""]

@@ -101,7 +101,7 @@ class Plan:
     e2e_seconds: float = 5.0
     sync_n: int = 20_000
     verify_n: int = VERIFY_N           # acknowledged sends per durability check
-    tool_seconds: float = 20.0         # timed seconds of each RocketMQ benchmark-tool producer run
+    tool_seconds: float = 10.0         # timed seconds of each RocketMQ benchmark-tool producer run
     tool_warmup_s: float = 3.0         # seconds of it before the timing starts (JIT, connections)
 
     def e2e_rates(self) -> list[tuple[str, int]]:
@@ -113,7 +113,7 @@ class Cells:
     """Every measured value, by (system, size, scenario, metric), one per run."""
 
     def __init__(self):
-        self.errors: list[str] = []              # load-tool runs that failed (the run goes on without them)
+        self.errors: list[str] = []              # runs and load-tool runs that failed (the rest goes on)
         self.cells: dict[tuple, Cell] = {}
         self.cdfs: dict[str, list[float]] = {}   # produce-one latencies (ms) of the last run, for the charts
 
@@ -152,18 +152,20 @@ def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callabl
                 for cls in systems:                                  # interleaved: A B C A B C
                     label = f"run {run + 1}/{runs}, {size} B: {cls.name}"
                     progress(label)
-                    _in_own_dir(Path(tmp) / f"{cls.__name__}-{run}-{size}", cls, False, security,
-                                lambda s: _timed_async(s, size, plan, cells))
+                    _reported(cells, label, lambda: _in_own_dir(
+                        Path(tmp) / f"{cls.__name__}-{run}-{size}", cls, False, security,
+                        lambda s: _timed_async(s, size, plan, cells)))
                     if cls in sync_systems:
                         progress(f"{label} (sync durability)")
-                        _in_own_dir(Path(tmp) / f"{cls.__name__}-{run}-{size}-sync", cls, True, security,
-                                    lambda s: _timed_sync(s, size, plan, cells))
+                        _reported(cells, f"{label} (sync)", lambda: _in_own_dir(
+                            Path(tmp) / f"{cls.__name__}-{run}-{size}-sync", cls, True, security,
+                            lambda s: _timed_sync(s, size, plan, cells)))
     results = {"machine": _machine(), "runs": runs, "skipped": skipped, "systems": [s.name for s in systems],
                "durability": {s.name: s.durability for s in systems}, "durability_check": checks,
                "sync_scenario": [s.name for s in sync_systems],
                "notes": {s.name: s.notes for s in systems if s.notes},
                "versions": {s.name: s.version for s in systems if getattr(s, "version", None)},
-               "tool_errors": cells.errors,
+               "failures": cells.errors,
                "settings": asdict(plan),
                "caps": {s.name: s.caps for s in systems if s.caps},
                "cells": cells.to_list(), "latency_samples_ms": cells.cdfs,
@@ -175,6 +177,15 @@ def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callabl
     from rocketq.bench.compare.report import write_report
     write_report(results, out)
     return results
+
+
+def _reported(cells: Cells, label: str, work) -> None:
+    """Run *work*; a system that fails to start or dies mid-run costs its cells of this pass, not the
+    whole comparison (an hour of other systems' runs): the report lists the failure."""
+    try:
+        work()
+    except Exception as e:                          # noqa: BLE001 - whatever a peer's server or client raised
+        cells.errors.append(f"{label}: {type(e).__name__}: {str(e)[:600]}")
 
 
 def _unselected(name: str, only: tuple[str, ...]) -> str | None:
