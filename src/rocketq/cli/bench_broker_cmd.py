@@ -131,11 +131,13 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
 @click.option("--quick", is_flag=True, help="Small counts everywhere, for a smoke run.")
 @click.option("--only", multiple=True, metavar="WORD",
               help="Run only the systems whose name contains WORD (repeatable), e.g. --only rocketq --only kafka.")
+@click.option("--no-tools", "no_tools", is_flag=True,
+              help="Leave out the field's load tools (RocketMQ's benchmark workload, Kafka's perf tools: JVMs).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where report.md, results.json and the charts go [default: bench-results/<timestamp>].")
 @security_options
-def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], out_dir: Path | None,
-                  security) -> None:
+def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], no_tools: bool,
+                  out_dir: Path | None, security) -> None:
     """rocketq (remoting and gRPC) beside Apache RocketMQ, Apache Kafka, Redis Streams, NATS JetStream and
     RabbitMQ streams (whatever is installed; the Java peers need java and mvn), interleaved, with each
     system's durability modes checked by counting sync calls, plus RocketMQ's benchmark workload and Kafka's
@@ -154,7 +156,7 @@ def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], o
     with bar:
         results = _explained(security, lambda: run_compare(
             runs=runs, out_dir=out_dir, progress=lambda s: bar.update(task, description=s), security=security,
-            only=only, **sizes))
+            only=only, tools=not no_tools, **sizes))
     where = out_dir or "bench-results/"
     out().print(f"report, results.json and charts written to {where}; systems skipped: "
                 f"{', '.join(results['skipped']) or 'none'}")

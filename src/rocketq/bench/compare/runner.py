@@ -101,6 +101,7 @@ class Plan:
     e2e_seconds: float = 5.0
     sync_n: int = 20_000
     verify_n: int = VERIFY_N           # acknowledged sends per durability check
+    tools: bool = True                 # run the field's load tools (JVMs) against the systems that speak their protocol
     tool_seconds: float = 10.0         # timed seconds of each RocketMQ benchmark-tool producer run
     tool_warmup_s: float = 3.0         # seconds of it before the timing starts (JIT, connections)
 
@@ -233,6 +234,8 @@ def _timed_async(system, size: int, plan: Plan, cells: Cells) -> None:
 
 def _tool_rows(system, size: int, plan: Plan, cells: Cells, sync: bool) -> None:
     """The field's load tools against *system*; a failed tool run is reported, not fatal."""
+    if not plan.tools:
+        return
     try:
         rows = system.tool_rows(size, plan, sync)
     except Exception as e:                          # noqa: BLE001 - any failure of a JVM tool
