@@ -129,12 +129,19 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
 @click.option("--backlog", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
               help="Messages in the backlog each system's consumer reads.")
 @click.option("--quick", is_flag=True, help="Small counts everywhere, for a smoke run.")
+@click.option("--only", multiple=True, metavar="WORD",
+              help="Run only the systems whose name contains WORD (repeatable), e.g. --only rocketq --only kafka.")
+@click.option("--no-tools", "no_tools", is_flag=True,
+              help="Leave out the field's load tools (RocketMQ's benchmark workload, Kafka's perf tools: JVMs).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where report.md, results.json and the charts go [default: bench-results/<timestamp>].")
 @security_options
-def bench_compare(runs: int, backlog: int, quick: bool, out_dir: Path | None, security) -> None:
-    """rocketq (remoting and gRPC) beside Redis Streams, NATS JetStream and RabbitMQ streams (whatever is
-    installed), interleaved, with each system's durability modes checked by counting sync calls."""
+def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], no_tools: bool,
+                  out_dir: Path | None, security) -> None:
+    """rocketq (remoting and gRPC) beside Apache RocketMQ, Apache Kafka, Redis Streams, NATS JetStream and
+    RabbitMQ streams (whatever is installed; the Java peers need java and mvn), interleaved, with each
+    system's durability modes checked by counting sync calls, plus RocketMQ's benchmark workload and Kafka's
+    perf tools against the systems that speak their protocols."""
     require_extra("bench", "rocketq bench compare")
     from rocketq.bench.compare.runner import run_compare
     from rocketq.bench.compare.systems import SYSTEMS
@@ -144,12 +151,12 @@ def bench_compare(runs: int, backlog: int, quick: bool, out_dir: Path | None, se
         if why:
             err().print(f"[yellow]skipping {cls.name}: {why}[/yellow]")
     sizes = dict(one_n=300, fast_n=5000, backlog=min(backlog, 10_000), e2e_rate=500, e2e_seconds=1.0,
-                 sync_n=640) if quick else dict(backlog=backlog)
+                 sync_n=640, tool_seconds=4.0, tool_warmup_s=1.0) if quick else dict(backlog=backlog)
     bar, task = step_progress(None, "starting")
     with bar:
         results = _explained(security, lambda: run_compare(
             runs=runs, out_dir=out_dir, progress=lambda s: bar.update(task, description=s), security=security,
-            **sizes))
+            only=only, tools=not no_tools, **sizes))
     where = out_dir or "bench-results/"
     out().print(f"report, results.json and charts written to {where}; systems skipped: "
                 f"{', '.join(results['skipped']) or 'none'}")

@@ -9,7 +9,9 @@ Every system implements the same five measurements (:class:`System`):
 * ``end_to_end``    - messages sent at a fixed rate, latency to a waiting consumer;
 * ``produce_sync``  - 64 concurrent producers with a durability mode that fsyncs before the ack;
 
-and ``fill`` (how the backlog is written; the batched produce unless a system says otherwise).
+and ``fill`` (how the backlog is written; the batched produce unless a system says otherwise), and
+``tool_rows``: what the field's own load tools measure against a system that speaks their protocol
+(:mod:`.rmq_tools` for rocketq and Apache RocketMQ, :mod:`.kafka_tools` for Kafka).
 A system whose client cannot keep up with a scenario's full size says so with ``caps`` (most
 messages per scenario) and ``max_e2e_rate``; the report prints its ``notes``.
 
@@ -21,6 +23,9 @@ the server's sync calls (:mod:`.fsync_check`):
   fsync'ed before the reply (Redis batches the fsync per event-loop iteration).
 * NATS JetStream 2.9 (file storage): written to the OS, not fsync'ed per message (nats-server 2.9
   has no per-message sync option), so it takes no part in the sync scenario.
+* Apache RocketMQ: ASYNC_FLUSH / SYNC_FLUSH, as rocketq (:mod:`.apache_rocketmq`).
+* Apache Kafka: appended to the leader's log (page cache) / ``log.flush.interval.messages=1``, an
+  fsync after every append before the ack (:mod:`.kafka`).
 """
 
 from __future__ import annotations
@@ -118,6 +123,11 @@ class System:
 
     async def produce_sync(self, n: int, body: bytes, producers: int = 64) -> list[float]:
         raise NotImplementedError
+
+    def tool_rows(self, size: int, plan, sync: bool) -> list[tuple[str, str, float]]:
+        """(scenario, metric, value) measured by the field's own load tools against this system
+        (RocketMQ's benchmark workload, Kafka's perf tools), where it speaks their protocol."""
+        return []
 
 
 def stamped(size: int) -> bytes:

@@ -13,6 +13,10 @@ from pathlib import Path
 from rocketq.bench.compare.fsync_check import SYNC_CALLS, SYNCS_PER_ACK_FOR_SYNC
 
 HIGHER_IS_BETTER = {"msgs/s", "MB/s"}
+CHART_PANELS = {"fast": "produce, best batching / pipelining (Python clients)",
+                "consume": "consume a backlog with acks / offset commits (Python clients)",
+                "rmq_producer": "RocketMQ benchmark Producer, 64 threads x 1 message",
+                "rmq_batch": "RocketMQ benchmark BatchProducer, 64 threads x 16 messages"}
 COUNT_DEPENDENT = {"peak RSS MB"}        # grows with the messages written: a capped system is not comparable
 
 
@@ -22,7 +26,22 @@ def scenarios(settings: dict) -> list[tuple[str, str]]:
             ("consume", "consume a backlog with acks / offset commits"),
             ("e2e", f"end-to-end latency at {settings.get('e2e_rate', 0):,} msgs/s"),
             ("e2e_low", f"end-to-end latency at {e2e_low:,} msgs/s"),
-            ("sync64", "sync durability (modes that sync before every ack, see above), 64 concurrent producers")]
+            ("sync64", "sync durability (modes that sync before every ack, see above), 64 concurrent producers"),
+            *TOOL_SCENARIOS]
+
+
+# the field's own load tools (rmq_tools, kafka_tools); a row holds only the systems that speak the tool's protocol
+_RMQ = "RocketMQ's benchmark workload (rocketq.bench.RmqBenchmark, rocketmq-client 5.3.3, remoting)"
+TOOL_SCENARIOS = [
+    ("rmq_producer", f"{_RMQ}: Producer, 64 threads, one message per sync send (producer.sh's default)"),
+    ("rmq_batch", f"{_RMQ}: BatchProducer, 64 threads, 16 messages per send (latency per send)"),
+    ("rmq_consumer", f"{_RMQ}: Consumer, push, 20 threads, reading what the two producers stored"),
+    ("rmq_producer_sync", f"{_RMQ}: Producer under sync durability (SYNC_FLUSH)"),
+    ("rmq_batch_sync", f"{_RMQ}: BatchProducer under sync durability (SYNC_FLUSH)"),
+    ("kafka_producer_perf", "kafka-producer-perf-test (ProducerPerformance 4.4.0, acks=all, --throughput -1)"),
+    ("kafka_consumer_perf", "kafka-consumer-perf-test (ConsumerPerformance 4.4.0, fetch.nMsg.sec)"),
+    ("kafka_producer_perf_sync", "kafka-producer-perf-test under flush.messages=1"),
+]
 
 
 def is_rocketq(system: str) -> bool:
@@ -105,6 +124,11 @@ def write_report(results: dict, out: Path) -> None:
              "best protocol on that row (named) over the best peer's median (above 1 is better for throughput, "
              "below 1 for latency and cost).", ""]
     lines += durability_lines(results)
+    if results.get("versions"):
+        lines += ["Versions: " + "; ".join(f"{name} {v}" for name, v in results["versions"].items()) + ".", ""]
+    if results.get("failures"):
+        lines += ["## Runs that failed (their cells are missing)", ""]
+        lines += [f"- {e}" for e in results["failures"]] + [""]
     if results.get("notes"):
         lines += ["## How each system is driven, where it differs", ""]
         lines += [f"- **{name}**: {note}." for name, note in results["notes"].items()] + [""]
@@ -124,7 +148,8 @@ def write_report(results: dict, out: Path) -> None:
             capped = frozenset(s for s, caps in results.get("caps", {}).items() if scenario in caps)
             lines.append(f"| {k[1]} B | {k[2]} | " + " | ".join(cells) + f" | {ratio_cell(vals, k[2], capped=capped)} |")
         lines.append("")
-    lines += ["Charts: `throughput.png` (batched produce and consume, medians, log scale), `latency_cdf.png` "
+    lines += ["Charts: `throughput.png` (batched produce, backlog consume and the RocketMQ benchmark producers, medians, "
+              "log scale), `latency_cdf.png` "
               "(one message per round trip, last run).", ""]
     (out / "report.md").write_text("\n".join(lines))
     _charts(rows, order, results.get("latency_samples_ms") or {}, out)
@@ -134,8 +159,9 @@ def _charts(rows: dict, order: list[str], samples: dict, out: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
-    for ax, scenario in zip(axes, ("fast", "consume")):
+    fig, grid = plt.subplots(2, 2, figsize=(11, 8.4))
+    axes = grid.flatten()
+    for ax, scenario in zip(axes, CHART_PANELS):
         keys = sorted(k for k in rows if k[0] == scenario and k[2] == "msgs/s")
         systems = [s for s in order if any(s in rows[k] for k in keys)]
         width = 0.8 / max(1, len(systems))
@@ -143,13 +169,13 @@ def _charts(rows: dict, order: list[str], samples: dict, out: Path) -> None:
             ax.bar([j + i * width for j in range(len(keys))], [rows[k].get(s, [0, 0, 0])[1] for k in keys],
                    width, label=s)
         ax.set_xticks([j + width * (len(systems) - 1) / 2 for j in range(len(keys))], [f"{k[1]} B" for k in keys])
-        ax.set_title(dict(scenarios({}))[scenario])
+        ax.set_title(CHART_PANELS[scenario], fontsize=9)
         ax.set_yscale("log")
         lowest = min((rows[k][s][1] for k in keys for s in systems if s in rows[k] and rows[k][s][1] > 0), default=1)
         ax.set_ylim(bottom=10 ** math.floor(math.log10(lowest)))       # every bar starts from the same decade
         ax.set_ylabel("messages/s (median, log scale)")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=max(1, len(labels)), fontsize=8, frameon=False)
+    fig.legend(handles, labels, loc="lower center", ncol=max(1, min(4, len(labels))), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(out / "throughput.png", dpi=110)
     plt.close(fig)

@@ -32,6 +32,7 @@ class RocketqGrpc(Rocketq):
     durability = {"async": "ASYNC_FLUSH: page cache, flushed every 500 ms",
                   "sync": "SYNC_FLUSH: SendMessage answers after the group commit's fdatasync"}
     serves_grpc = True
+    runs_rmq_tools = False             # the remoting row's server already ran them
     caps = {"fast": 20_000, "consume": 30_000}
     max_e2e_rate = 500
     notes = (f"the official {oc.CLIENT} over gRPC. It has no batch send: its batched-produce row is send_async "

@@ -20,6 +20,7 @@ class Rocketq(System):
     durability = {"async": "ASYNC_FLUSH: page cache, flushed every 500 ms",
                   "sync": "SYNC_FLUSH: fdatasync (group commit) before the ack"}
     serves_grpc = False
+    runs_rmq_tools = True              # RocketMQ's benchmark workload over remoting (once per server, not per row)
 
     def start(self) -> None:
         from rocketq.bench.broker_bench import ServeProcess
@@ -88,6 +89,13 @@ class Rocketq(System):
             await settle(lat, int(rate * seconds))
         await c.shutdown()
         return lat
+
+    def tool_rows(self, size, plan, sync):
+        from rocketq.bench.compare import jars, rmq_tools
+        if not self.runs_rmq_tools or jars.missing_java("rocketmq"):
+            return []
+        return rmq_tools.tool_rows(self.namesrv, self.root, size, seconds=plan.tool_seconds,
+                                   warmup_s=plan.tool_warmup_s, sync=sync)
 
     async def produce_sync(self, n, body, producers=64):
         from rocketq.client import Message

@@ -101,6 +101,9 @@ class Plan:
     e2e_seconds: float = 5.0
     sync_n: int = 20_000
     verify_n: int = VERIFY_N           # acknowledged sends per durability check
+    tools: bool = True                 # run the field's load tools (JVMs) against the systems that speak their protocol
+    tool_seconds: float = 10.0         # timed seconds of each RocketMQ benchmark-tool producer run
+    tool_warmup_s: float = 3.0         # seconds of it before the timing starts (JIT, connections)
 
     def e2e_rates(self) -> list[tuple[str, int]]:
         low = [("e2e_low", self.e2e_low_rate)] if self.e2e_low_rate and self.e2e_low_rate < self.e2e_rate else []
@@ -111,6 +114,7 @@ class Cells:
     """Every measured value, by (system, size, scenario, metric), one per run."""
 
     def __init__(self):
+        self.errors: list[str] = []              # runs and load-tool runs that failed (the rest goes on)
         self.cells: dict[tuple, Cell] = {}
         self.cdfs: dict[str, list[float]] = {}   # produce-one latencies (ms) of the last run, for the charts
 
@@ -127,14 +131,15 @@ class Cells:
 
 
 def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callable[[str], None] = lambda s: None,
-                verify_n: int | None = None, security=None, **counts) -> dict:
+                verify_n: int | None = None, security=None, only: tuple[str, ...] = (), **counts) -> dict:
     """Keyword arguments other than these are :class:`Plan` fields; ``verify_n`` defaults to
     ``VERIFY_N`` or ``one_n``, whichever is smaller (so a quick run checks durability quickly).
-    *security* (a :class:`~rocketq.bench.security.BenchSecurity`) secures rocketq's rows."""
+    *security* (a :class:`~rocketq.bench.security.BenchSecurity`) secures rocketq's rows. *only*: run just
+    the systems whose name contains one of these words (case-insensitive); the others are skipped, saying so."""
     from rocketq.bench.security import NONE
     security = security or NONE
     plan = Plan(**counts, verify_n=verify_n or min(VERIFY_N, counts.get("one_n", Plan.one_n)))
-    why_not = {s.name: s.available() or s.refuses(security) for s in SYSTEMS}
+    why_not = {s.name: _unselected(s.name, only) or s.available() or s.refuses(security) for s in SYSTEMS}
     systems = [s for s in SYSTEMS if why_not[s.name] is None]
     skipped = {name: why for name, why in why_not.items() if why is not None}
     cells = Cells()
@@ -148,16 +153,20 @@ def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callabl
                 for cls in systems:                                  # interleaved: A B C A B C
                     label = f"run {run + 1}/{runs}, {size} B: {cls.name}"
                     progress(label)
-                    _in_own_dir(Path(tmp) / f"{cls.__name__}-{run}-{size}", cls, False, security,
-                                lambda s: _timed_async(s, size, plan, cells))
+                    _reported(cells, label, lambda: _in_own_dir(
+                        Path(tmp) / f"{cls.__name__}-{run}-{size}", cls, False, security,
+                        lambda s: _timed_async(s, size, plan, cells)))
                     if cls in sync_systems:
                         progress(f"{label} (sync durability)")
-                        _in_own_dir(Path(tmp) / f"{cls.__name__}-{run}-{size}-sync", cls, True, security,
-                                    lambda s: _timed_sync(s, size, plan, cells))
+                        _reported(cells, f"{label} (sync)", lambda: _in_own_dir(
+                            Path(tmp) / f"{cls.__name__}-{run}-{size}-sync", cls, True, security,
+                            lambda s: _timed_sync(s, size, plan, cells)))
     results = {"machine": _machine(), "runs": runs, "skipped": skipped, "systems": [s.name for s in systems],
                "durability": {s.name: s.durability for s in systems}, "durability_check": checks,
                "sync_scenario": [s.name for s in sync_systems],
                "notes": {s.name: s.notes for s in systems if s.notes},
+               "versions": {s.name: s.version for s in systems if getattr(s, "version", None)},
+               "failures": cells.errors,
                "settings": asdict(plan),
                "caps": {s.name: s.caps for s in systems if s.caps},
                "cells": cells.to_list(), "latency_samples_ms": cells.cdfs,
@@ -169,6 +178,21 @@ def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callabl
     from rocketq.bench.compare.report import write_report
     write_report(results, out)
     return results
+
+
+def _reported(cells: Cells, label: str, work) -> None:
+    """Run *work*; a system that fails to start or dies mid-run costs its cells of this pass, not the
+    whole comparison (an hour of other systems' runs): the report lists the failure."""
+    try:
+        work()
+    except Exception as e:                          # noqa: BLE001 - whatever a peer's server or client raised
+        cells.errors.append(f"{label}: {type(e).__name__}: {str(e)[:600]}")
+
+
+def _unselected(name: str, only: tuple[str, ...]) -> str | None:
+    if not only or any(word.lower() in name.lower() for word in only):
+        return None
+    return f"not selected (--only {' '.join(only)})"
 
 
 def _in_own_dir(root: Path, cls, sync: bool, security, work) -> None:
@@ -205,14 +229,29 @@ def _timed_async(system, size: int, plan: Plan, cells: Cells) -> None:
     for scenario, rate in plan.e2e_rates():
         if system.max_e2e_rate is None or rate <= system.max_e2e_rate:
             cells.add_latencies(name, size, scenario, _run(system.end_to_end(rate, plan.e2e_seconds, size)))
+    _tool_rows(system, size, plan, cells, sync=False)
+
+
+def _tool_rows(system, size: int, plan: Plan, cells: Cells, sync: bool) -> None:
+    """The field's load tools against *system*; a failed tool run is reported, not fatal."""
+    if not plan.tools:
+        return
+    try:
+        rows = system.tool_rows(size, plan, sync)
+    except Exception as e:                          # noqa: BLE001 - any failure of a JVM tool
+        cells.errors.append(f"{system.name}, {size} B, {'sync' if sync else 'async'}: {str(e)[:600]}")
+        return
+    for scenario, metric, value in rows:
+        cells.add(system.name, size, scenario, metric, value)
 
 
 def _timed_sync(system, size: int, plan: Plan, cells: Cells) -> None:
-    """64 concurrent producers on a system in its sync durability mode."""
+    """64 concurrent producers on a system in its sync durability mode, then the load tools' producers."""
     t0 = time.perf_counter()
     lat = _run(system.produce_sync(system.count("sync64", plan.sync_n), b"m" * size))
     cells.add(system.name, size, "sync64", "msgs/s", len(lat) / (time.perf_counter() - t0))
     cells.add_latencies(system.name, size, "sync64", lat, ("p99",))
+    _tool_rows(system, size, plan, cells, sync=True)
 
 
 def _machine() -> dict:
