@@ -673,7 +673,7 @@ async fn serve_stream(
                         shared.push(Event::HalfClose(id), 0);
                     } else if let Some(Event::Call { body: b, .. }) = call.as_mut() {
                         let Some(msg) = request.take() else {
-                            break 'serve (code::UNIMPLEMENTED, "a unary method's request has no message".into(),
+                            break 'serve (code::INTERNAL, "a unary method's request has no message".into(),
                                           false);
                         };
                         let len = msg.len();

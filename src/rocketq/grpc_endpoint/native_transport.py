@@ -49,8 +49,8 @@ class Aborted(Exception):
 class NativeContext:
     """What the handlers use of grpc's ServicerContext, for one call."""
 
-    __slots__ = ("_server", "id", "_md", "_peer", "_deadline", "_serialize", "task", "inbox", "_unacked",
-                 "_room", "done")
+    __slots__ = ("_deadline", "_md", "_peer", "_room", "_serialize", "_server", "_unacked", "done", "id", "inbox",
+                 "task")
 
     def __init__(self, server: NativeServer, call_id: int, md, peer: str, deadline: float | None, serialize):
         self._server, self.id, self._md, self._peer = server, call_id, md, peer
