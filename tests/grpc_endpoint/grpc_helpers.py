@@ -19,9 +19,9 @@ from rocketq.broker.broker import Broker, BrokerSettings
 from rocketq.broker.topic_config import TopicConfig
 from rocketq.grpc_endpoint import EndpointSettings, GrpcEndpoint
 
-# the endpoint's HTTP/2 server for every ServerThread that does not name one: ROCKETQ_TEST_GRPC_TRANSPORT=native
-# runs the whole gRPC suite on the native transport
-DEFAULT_TRANSPORT = os.environ.get("ROCKETQ_TEST_GRPC_TRANSPORT", "grpcio")
+# the endpoint's HTTP/2 server for every ServerThread that does not name one (the broker's default);
+# ROCKETQ_TEST_GRPC_TRANSPORT=grpcio runs the whole gRPC suite on grpc.aio
+DEFAULT_TRANSPORT = os.environ.get("ROCKETQ_TEST_GRPC_TRANSPORT", BrokerSettings().grpc_transport)
 FAST = EndpointSettings(min_invisible_ms=1000, default_invisible_ms=5000, default_long_polling_ms=3000)
 
 

@@ -122,8 +122,9 @@ class BrokerSettings:
     enable_mixed_message_type: bool = False   # enableMixedMessageType: topics may be +message.type=MIXED
     default_message_request_mode: str = "PULL"  # defaultMessageRequestMode: QUERY_ASSIGNMENT's PULL | POP
     default_pop_share_queue_num: int = -1     # defaultPopShareQueueNum: -1 every pop client reads every queue
-    # grpcTransport (rocketq's): the gRPC endpoint's HTTP/2 server, grpcio (grpc.aio) or native (rocketq._native)
-    grpc_transport: str = "grpcio"
+    # grpcTransport (rocketq's): the gRPC endpoint's HTTP/2 server, native (rocketq._native; ~5x less server CPU per
+    # call, BENCHMARKS.md) or grpcio (grpc.aio); TLS is grpcio's either way
+    grpc_transport: str = "native"
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error

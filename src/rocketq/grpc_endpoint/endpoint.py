@@ -32,9 +32,9 @@ verifies client certificates against ``tls.server.trustCertPath``; grpc's Python
 Limits: the broker's connection limits hold here too, and a stream whose client stops taking its
 messages is ended (:mod:`~rocketq.grpc_endpoint.limits`).
 
-Transport: ``grpcTransport`` (a broker setting) picks the HTTP/2 server: ``grpcio`` (grpc.aio, the
-default) or ``native`` (:mod:`~rocketq.grpc_endpoint.native_transport`, Rust, a fraction of grpc.aio's
-CPU per call); both run the same handlers.  The native one has no TLS, so tlsMode keeps grpcio.
+Transport: ``grpcTransport`` (a broker setting) picks the HTTP/2 server: ``native`` (the default,
+:mod:`~rocketq.grpc_endpoint.native_transport`, Rust, a fifth of grpc.aio's CPU per call) or ``grpcio``
+(grpc.aio); both run the same handlers.  The native one has no TLS, so tlsMode keeps grpcio.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class GrpcEndpoint:
         tls = getattr(self.broker, "server_tls", None)          # the remoting port's, when tlsMode is on
         native = self.broker.settings.grpc_transport == "native"
         if native and tls is not None:
-            log.warning("grpcTransport=native serves no TLS: the gRPC port keeps grpcio for tlsMode")
+            log.info("gRPC endpoint: TLS (tlsMode) is served by grpcio; grpcTransport=native serves plain ports only")
             native = False
         if native:
             self._server = NativeServer(self.host, self._requested_port, limits=self.broker.settings.limits,
