@@ -9,6 +9,8 @@ pub mod columns;
 pub mod dispatch;
 pub mod filterprops;
 pub mod frame;
+pub mod grpc_frame;
+pub mod grpc_server;
 pub mod index;
 pub mod javahash;
 pub mod message;
@@ -76,6 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(frame::encode_frame_header, m)?)?;
     m.add_class::<batch::RecordBatch>()?;
     m.add_class::<dispatch::DispatchRun>()?;
+    m.add_class::<grpc_server::GrpcServer>()?;
     m.add("BatchError", py.get_type::<batch::BatchError>())?;
     m.add("BatchFormatError", py.get_type::<batch::BatchFormatError>())?;
     Ok(())

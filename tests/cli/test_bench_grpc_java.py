@@ -1,5 +1,6 @@
 """``rocketq bench grpc --java`` at smoke size: Apache RocketMQ's Java clients of both protocols against
-one real ``rocketq serve``; every row of the report moved messages. Skipped, saying why, without
+one real ``rocketq serve`` per gRPC transport (grpcio and native, ``--transport both``); every row of
+each transport's report moved messages. Skipped, saying why, without
 java and mvn (the Maven build is cached under compat/.build, shared with tests/compat)."""
 
 import json
@@ -14,9 +15,18 @@ N = 40
 
 @pytest.mark.skipif(missing_java() is not None, reason=str(missing_java()))
 def test_bench_grpc_java_smoke(invoke, tmp_path):
-    res = invoke("bench", "grpc", "--java", "--runs", "1", "--count", N, "--json", tmp_path / "j.json")
+    res = invoke("bench", "grpc", "--java", "--runs", "1", "--count", N, "--transport", "both",
+                 "--json", tmp_path / "j.json")
     assert res.exit_code == 0, res.output
-    report = json.loads((tmp_path / "j.json").read_text())
+    both = json.loads((tmp_path / "j.json").read_text())
+    assert set(both["by_transport"]) == {"grpcio", "native"}
+    for transport, report in both["by_transport"].items():
+        _check(report)
+        assert f"gRPC transport {transport}" in res.stdout
+    assert "gRPC / remoting" in res.stdout
+
+
+def _check(report: dict) -> None:
     assert report["clients"] == [GRPC, REMOTING]
     assert set(report["rows"]) == set(report["ratios"]) == set(SCENARIOS)
     stored = 2 * (N + 1)                          # both send scenarios, each with one untimed send first
@@ -35,7 +45,6 @@ def test_bench_grpc_java_smoke(invoke, tmp_path):
     (run,) = report["runs"]
     for scenario in SCENARIOS[2:]:                # each consumer saw every stored message at least once
         assert all(run[scenario][c]["deliveries"] >= expected[scenario] for c in (GRPC, REMOTING))
-    assert "gRPC / remoting" in res.stdout
 
 
 def test_bench_grpc_java_without_java_says_what_is_missing(invoke, monkeypatch):

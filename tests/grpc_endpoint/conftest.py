@@ -5,12 +5,27 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))     # broker_helpers
 
-from grpc_helpers import ServerThread
+from grpc_helpers import DEFAULT_TRANSPORT, ServerThread
+
+# modules whose `server` tests run on both transports (the rest on DEFAULT_TRANSPORT): the calls of every
+# kind (unary, server stream, Telemetry), the official client end to end, bad input, ACL
+BOTH_TRANSPORTS = {"test_grpc_smoke", "test_grpc_produce", "test_grpc_consume", "test_grpc_bad_input",
+                   "test_grpc_acl", "test_grpc_push"}
+
+
+def pytest_generate_tests(metafunc):
+    if "grpc_transport" in metafunc.fixturenames and metafunc.module.__name__ in BOTH_TRANSPORTS:
+        metafunc.parametrize("grpc_transport", ["grpcio", "native"])
 
 
 @pytest.fixture
-def server(tmp_path):
-    s = ServerThread(tmp_path).start()
+def grpc_transport():
+    return DEFAULT_TRANSPORT
+
+
+@pytest.fixture
+def server(tmp_path, grpc_transport):
+    s = ServerThread(tmp_path, grpc_transport=grpc_transport).start()
     try:
         yield s
     finally:

@@ -8,6 +8,7 @@ coroutines on it for the test.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from concurrent.futures import Future
@@ -18,6 +19,9 @@ from rocketq.broker.broker import Broker, BrokerSettings
 from rocketq.broker.topic_config import TopicConfig
 from rocketq.grpc_endpoint import EndpointSettings, GrpcEndpoint
 
+# the endpoint's HTTP/2 server for every ServerThread that does not name one (the broker's default);
+# ROCKETQ_TEST_GRPC_TRANSPORT=grpcio runs the whole gRPC suite on grpc.aio
+DEFAULT_TRANSPORT = os.environ.get("ROCKETQ_TEST_GRPC_TRANSPORT", BrokerSettings().grpc_transport)
 FAST = EndpointSettings(min_invisible_ms=1000, default_invisible_ms=5000, default_long_polling_ms=3000)
 
 
@@ -28,7 +32,7 @@ class ServerThread:
         self._endpoint_settings = endpoint_settings
         self._store_settings = store_settings or {}
         self._grpc_port = 0              # a restart keeps the first start's port (running clients dial it)
-        self._broker_settings = broker_settings
+        self._broker_settings = {"grpc_transport": DEFAULT_TRANSPORT, **broker_settings}
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="grpc-test-broker", daemon=True)
         self._thread.start()

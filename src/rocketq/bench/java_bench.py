@@ -135,10 +135,15 @@ def _summary(per_run: list[dict[str, dict[str, dict]]]) -> dict:
 
 
 def run_java_bench(*, runs: int = 3, n: int = 5000, size: int = 1024, warmup_n: int = WARMUP_N,
+                   transports: tuple[str, ...] = ("grpcio",),
                    progress: Callable[[str], None] = lambda s: None) -> dict:
     """The report: ``rows[scenario][client]`` (msgs/s min / median / max, p50 / p99 ms, the server's CPU
     µs per message), ``ratios[scenario]`` and every run's raw reports. Raises :class:`JavaUnavailable`
-    when java, Maven or the scenario sources are missing."""
+    when java, Maven or the scenario sources are missing.
+
+    *transports*: the gRPC endpoint's (grpcTransport); with several, each run serves each in turn (a
+    fresh server each, both protocols measured on it) and ``by_transport`` holds a report for each; the
+    top-level rows are the first one's."""
     why = missing_java()
     if why:
         raise JavaUnavailable(why)
@@ -147,14 +152,20 @@ def run_java_bench(*, runs: int = 3, n: int = 5000, size: int = 1024, warmup_n: 
         progress("building the Java scenarios (first time: Maven downloads the clients)")
         clients = _Clients(Path(tmp))
         try:
-            per_run = []
+            per_run: dict[str, list] = {t: [] for t in transports}
             for run in range(runs):
-                with ServeProcess(Path(tmp) / f"r{run}", grpc=True) as srv:
-                    if run == 0 and warmup_n:
-                        _one_pass(clients, srv, "warmup", warmup_n, size, lambda s: progress(f"warm-up {s}"))
-                    tag = f"run{run + 1}x{time.monotonic_ns() % 100_000}"
-                    per_run.append(_one_pass(clients, srv, tag, n, size,
-                                             lambda s, run=run: progress(f"run {run + 1}/{runs} {s}")))
+                for transport in transports:
+                    root = Path(tmp) / f"r{run}-{transport}"
+                    with ServeProcess(root, "--set", f"grpcTransport={transport}", grpc=True) as srv:
+                        if run == 0 and warmup_n and transport == transports[0]:
+                            _one_pass(clients, srv, "warmup", warmup_n, size, lambda s: progress(f"warm-up {s}"))
+                        tag = f"run{run + 1}x{time.monotonic_ns() % 100_000}"
+                        per_run[transport].append(_one_pass(
+                            clients, srv, tag, n, size,
+                            lambda s, run=run, t=transport: progress(f"run {run + 1}/{runs} [{t}] {s}")))
         finally:
             clients.close()
-    return _summary(per_run)
+    report = _summary(per_run[transports[0]])
+    if len(transports) > 1:
+        report["by_transport"] = {t: _summary(per_run[t]) for t in transports}
+    return report

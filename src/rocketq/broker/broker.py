@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 OFFSET_PERSIST_INTERVAL_S = 5.0
 ACL_WATCH_INTERVAL_S = 1.0                 # plain_acl.yml is re-read this soon after it changes
 
+GRPC_TRANSPORTS = ("grpcio", "native")
+
 
 @dataclass(frozen=True)
 class BrokerSettings:
@@ -129,6 +131,9 @@ class BrokerSettings:
     enable_mixed_message_type: bool = False   # enableMixedMessageType: topics may be +message.type=MIXED
     default_message_request_mode: str = "PULL"  # defaultMessageRequestMode: QUERY_ASSIGNMENT's PULL | POP
     default_pop_share_queue_num: int = -1     # defaultPopShareQueueNum: -1 every pop client reads every queue
+    # grpcTransport (rocketq's): the gRPC endpoint's HTTP/2 server, native (rocketq._native; ~5x less server CPU per
+    # call, BENCHMARKS.md) or grpcio (grpc.aio); TLS is grpcio's either way
+    grpc_transport: str = "native"
 
     def __post_init__(self) -> None:
         from rocketq.common.validation import topic_error
@@ -143,6 +148,8 @@ class BrokerSettings:
             raise ValueError("tls.client.certPath and tls.client.keyPath go together")
         if self.inner_credentials is not None:
             parse_credentials(self.inner_credentials)           # raises naming the key
+        if self.grpc_transport not in GRPC_TRANSPORTS:
+            raise ValueError(f"grpcTransport {self.grpc_transport!r} is not one of {', '.join(GRPC_TRANSPORTS)}")
         if self.metrics_exporter_type not in ("DISABLE", "PROM"):
             raise ValueError(f"metricsExporterType {self.metrics_exporter_type} is not PROM or DISABLE "
                              "(rocketq has no OTLP_GRPC or LOG exporter)")

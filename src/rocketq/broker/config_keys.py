@@ -42,5 +42,5 @@ BROKER_KEYS: dict[str, tuple[str, object]] = {
     "defaultPopShareQueueNum": ("default_pop_share_queue_num", None),
     "metricsExporterType": ("metrics_exporter_type", None), "metricsPromExporterPort": ("metrics_port", None),
     "metricsPromExporterHost": ("metrics_host", None), "traceTopicEnable": ("trace_topic_enable", None),
-    "msgTraceTopicName": ("trace_topic_name", None),
+    "msgTraceTopicName": ("trace_topic_name", None), "grpcTransport": ("grpc_transport", None),
 }

@@ -168,12 +168,15 @@ def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], n
 @click.option("--java", "java", is_flag=True,
               help="Apache RocketMQ's Java clients instead: rocketmq-client-java 5.0.8 over gRPC beside "
                    "rocketmq-client 5.3.3 over remoting (needs java and mvn, and a source checkout).")
+@click.option("--transport", "transports", type=click.Choice(["grpcio", "native", "both"]), default="grpcio",
+              show_default=True, help="With --java: the gRPC endpoint's transport (grpcTransport); both: each run "
+                                      "serves each in turn, a table for each.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None)
-def bench_grpc(runs: int, count: int, java: bool, json_out: Path | None) -> None:
+def bench_grpc(runs: int, count: int, java: bool, transports: str, json_out: Path | None) -> None:
     """The official 5.x client over gRPC beside rocketq's client over remoting, same server, same run
     (with --java: Apache RocketMQ's Java clients of both protocols)."""
     if java:
-        _bench_grpc_java(runs, count, json_out)
+        _bench_grpc_java(runs, count, ("grpcio", "native") if transports == "both" else (transports,), json_out)
         return
     from rocketq.bench.grpc_bench import run_grpc_bench
     bar, task = step_progress(None, "starting")
@@ -193,7 +196,7 @@ def bench_grpc(runs: int, count: int, java: bool, json_out: Path | None) -> None
         json_out.write_text(json.dumps(dict(report, ratios=ratios), indent=2))
 
 
-def _bench_grpc_java(runs: int, count: int, json_out: Path | None) -> None:
+def _bench_grpc_java(runs: int, count: int, transports: tuple[str, ...], json_out: Path | None) -> None:
     from rocketq.bench.java_bench import run_java_bench
     from rocketq.bench.java_clients import JavaUnavailable, ScenarioFailed, missing_java
     if missing_java():
@@ -201,13 +204,20 @@ def _bench_grpc_java(runs: int, count: int, json_out: Path | None) -> None:
     bar, task = step_progress(None, "starting")
     with bar:
         try:
-            report = run_java_bench(runs=runs, n=count,
+            report = run_java_bench(runs=runs, n=count, transports=transports,
                                     progress=lambda label: bar.update(task, description=escape(label)))
         except (JavaUnavailable, ScenarioFailed) as exc:           # a failed scenario carries the Java trace
             raise click.ClickException(str(exc)) from None
+    for transport, one in report.get("by_transport", {transports[0]: report}).items():
+        _java_table(one, f"gRPC transport {transport}: 1 KiB, {count:,} per send scenario, {runs} run(s): msgs/s "
+                         "min / median / max; p50 / p99 ms; server / client CPU µs per message (medians)")
+    if json_out is not None:
+        json_out.write_text(json.dumps(report, indent=2))
+
+
+def _java_table(report: dict, title: str) -> None:
     grpc, remoting = report["clients"]
-    table = Table(title=f"1 KiB, {count:,} per send scenario, {runs} run(s): msgs/s min / median / max; "
-                        f"p50 / p99 ms; server / client CPU µs per message (medians)")
+    table = Table(title=title)
     for col in ("scenario", grpc, "", remoting, "", "gRPC / remoting"):
         table.add_column(col)
 
@@ -219,8 +229,6 @@ def _bench_grpc_java(runs: int, count: int, json_out: Path | None) -> None:
         table.add_row(scenario, *cells(by_client[grpc]), *cells(by_client[remoting]),
                       f"{report['ratios'][scenario]:.2f}")
     out().print(table)
-    if json_out is not None:
-        json_out.write_text(json.dumps(report, indent=2))
 
 
 @bench.command("timer")

@@ -31,6 +31,10 @@ verifies client certificates against ``tls.server.trustCertPath``; grpc's Python
 
 Limits: the broker's connection limits hold here too, and a stream whose client stops taking its
 messages is ended (:mod:`~rocketq.grpc_endpoint.limits`).
+
+Transport: ``grpcTransport`` (a broker setting) picks the HTTP/2 server: ``native`` (the default,
+:mod:`~rocketq.grpc_endpoint.native_transport`, Rust, a fifth of grpc.aio's CPU per call) or ``grpcio``
+(grpc.aio); both run the same handlers.  The native one has no TLS, so tlsMode keeps grpcio.
 """
 
 from __future__ import annotations
@@ -44,13 +48,37 @@ import time
 import grpc
 
 from rocketq.grpc_endpoint.auth import authorize, needed_resources, settings_resources
-from rocketq.grpc_endpoint.consumer_service import ConsumerService
-from rocketq.grpc_endpoint.limits import GRPC_MAX_CONCURRENT_RPCS, StreamStallGuard, server_options
-from rocketq.grpc_endpoint.producer_service import ProducerService
-from rocketq.grpc_endpoint.protocol import Code, Malformed, V2Error, pb, service_handlers, spb, spb_grpc, status
-from rocketq.grpc_endpoint.pull_service import PullService
 from rocketq.grpc_endpoint.cluster_route import GRPC_ENDPOINTS_NAMESPACE, ClusterRoutes
-from rocketq.grpc_endpoint.route import ALL_TYPES, accepted_types, assignments, endpoints_of, message_queues, topic_config
+from rocketq.grpc_endpoint.consumer_service import ConsumerService
+from rocketq.grpc_endpoint.limits import (
+    GRPC_MAX_CONCURRENT_RPCS,
+    GRPC_MAX_CONCURRENT_STREAMS,
+    StreamStallGuard,
+    server_options,
+)
+from rocketq.grpc_endpoint.native_transport import NativeServer
+from rocketq.grpc_endpoint.producer_service import ProducerService
+from rocketq.grpc_endpoint.protocol import (
+    SERVICE_NAME,
+    Code,
+    Malformed,
+    V2Error,
+    method_handlers,
+    pb,
+    service_handlers,
+    spb,
+    spb_grpc,
+    status,
+)
+from rocketq.grpc_endpoint.pull_service import PullService
+from rocketq.grpc_endpoint.route import (
+    ALL_TYPES,
+    accepted_types,
+    assignments,
+    endpoints_of,
+    message_queues,
+    topic_config,
+)
 from rocketq.grpc_endpoint.sessions import Sessions, client_id_of, metadata
 from rocketq.grpc_endpoint.settings import EndpointSettings
 from rocketq.remoting.tls import ServerTls
@@ -61,6 +89,7 @@ HOUSEKEEPING_MAX_SLEEP_S = 0.2
 SESSION_EXPIRY_INTERVAL_S = 1.0
 GRPC_MESSAGE_SLACK_BYTES = 1 << 20     # room for the envelope around a maximal body
 STOP_GRACE_S = 0.5
+CLIENT_STREAMING = [f"/{SERVICE_NAME}/Telemetry"]     # the one method whose request is a stream
 
 
 def _parse_endpoint(addr: str) -> pb.Endpoints:
@@ -107,18 +136,18 @@ class GrpcEndpoint:
         store = self.broker.store
         # RocketMQ's proxy reads requests up to 130 MiB, so a body over the limit gets MESSAGE_BODY_TOO_LARGE
         limit = max(self.settings.max_inbound_message_bytes, store.config.max_message_size + GRPC_MESSAGE_SLACK_BYTES)
-        # no SO_REUSEPORT: a second server on a taken port must fail, not share its connections
-        pending = self.settings.max_pending_calls
-        self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
-                                                ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0),
-                                                ("grpc.server.max_pending_requests", pending),
-                                                ("grpc.server.max_pending_requests_hard_limit", pending),
-                                                *server_options(self.broker.settings.limits)],
-                                       maximum_concurrent_rpcs=GRPC_MAX_CONCURRENT_RPCS)
         tls = getattr(self.broker, "server_tls", None)          # the remoting port's, when tlsMode is on
-        addr = f"{self.host}:{self._requested_port}"
-        self.port = (self._server.add_insecure_port(addr) if tls is None      # fails first
-                     else self._server.add_secure_port(addr, grpc_server_credentials(tls)))
+        native = self.broker.settings.grpc_transport == "native"
+        if native and tls is not None:
+            log.info("gRPC endpoint: TLS (tlsMode) is served by grpcio; grpcTransport=native serves plain ports only")
+            native = False
+        if native:
+            self._server = NativeServer(self.host, self._requested_port, limits=self.broker.settings.limits,
+                                        max_message_bytes=limit, max_calls=GRPC_MAX_CONCURRENT_RPCS,
+                                        max_streams=GRPC_MAX_CONCURRENT_STREAMS, client_streaming=CLIENT_STREAMING)
+            self.port = self._server.port
+        else:
+            self.port = self._grpcio_server(limit, tls)
         self.pop_state, self.popper = self.broker.pop.state, self.broker.pop.popper
         self.sessions = Sessions(self.broker, self.settings)
         self.consumers = ConsumerService(self.broker, self.popper, self.settings)
@@ -128,11 +157,28 @@ class GrpcEndpoint:
         registrar = getattr(self.broker, "registrar", None)
         if registrar is not None:                  # other groups' endpoints list this one in their routes
             registrar.advertise(GRPC_ENDPOINTS_NAMESPACE, self.broker.address, self.address)
-        self._server.add_generic_rpc_handlers((service_handlers(_Servicer(self)),))
+        if native:
+            self._server.add_handlers(method_handlers(_Servicer(self)))
+        else:
+            self._server.add_generic_rpc_handlers((service_handlers(_Servicer(self)),))
         await self._server.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
-        log.info("gRPC endpoint of broker %s listening on %s%s", self.broker.settings.broker_name, self.address,
-                 "" if tls is None else " (TLS only)")
+        log.info("gRPC endpoint of broker %s listening on %s%s (%s transport)", self.broker.settings.broker_name,
+                 self.address, "" if tls is None else " (TLS only)", "native" if native else "grpcio")
+
+    def _grpcio_server(self, limit: int, tls) -> int:
+        """grpc.aio's server on the endpoint's port; its port."""
+        # no SO_REUSEPORT: a second server on a taken port must fail, not share its connections
+        pending = self.settings.max_pending_calls
+        self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
+                                                ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0),
+                                                ("grpc.server.max_pending_requests", pending),
+                                                ("grpc.server.max_pending_requests_hard_limit", pending),
+                                                *server_options(self.broker.settings.limits)],
+                                       maximum_concurrent_rpcs=GRPC_MAX_CONCURRENT_RPCS)
+        addr = f"{self.host}:{self._requested_port}"
+        return (self._server.add_insecure_port(addr) if tls is None      # fails first
+                else self._server.add_secure_port(addr, grpc_server_credentials(tls)))
 
     async def close(self) -> None:
         """Stop serving and release what :meth:`start` took; safe after a failed start and twice."""

@@ -29,6 +29,7 @@ __all__ = [
     "Timestamp",
     "V2Error",
     "duration_ms",
+    "method_handlers",
     "ms_duration",
     "ms_timestamp",
     "pb",
@@ -94,12 +95,21 @@ def _parser(cls):
     return parse
 
 
-def service_handlers(servicer) -> grpc.GenericRpcHandler:
-    """The MessagingService methods of *servicer*, each request parsed leniently (see Malformed)."""
+def method_handlers(servicer) -> dict[str, grpc.RpcMethodHandler]:
+    """Full method path -> handler for the MessagingService methods of *servicer*, each request
+    parsed leniently (see Malformed); both transports serve this one table."""
     handlers = {}
     for method in spb.DESCRIPTOR.services_by_name["MessagingService"].methods:
         req_cls, resp_cls = getattr(spb, method.input_type.name), getattr(spb, method.output_type.name)
         make = _KINDS[(method.client_streaming, method.server_streaming)]
-        handlers[method.name] = make(getattr(servicer, method.name), request_deserializer=_parser(req_cls),
-                                     response_serializer=resp_cls.SerializeToString)
-    return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+        handlers[f"/{SERVICE_NAME}/{method.name}"] = make(getattr(servicer, method.name),
+                                                          request_deserializer=_parser(req_cls),
+                                                          response_serializer=resp_cls.SerializeToString)
+    return handlers
+
+
+def service_handlers(servicer) -> grpc.GenericRpcHandler:
+    """:func:`method_handlers` as grpc.aio's generic handler."""
+    prefix = f"/{SERVICE_NAME}/"
+    return grpc.method_handlers_generic_handler(
+        SERVICE_NAME, {path.removeprefix(prefix): h for path, h in method_handlers(servicer).items()})

@@ -1,0 +1,242 @@
+"""The gRPC endpoint's native transport: HTTP/2 in Rust, the same handlers in Python.
+
+``grpcTransport=native`` serves MessagingService through :class:`rocketq._native.GrpcServer`
+instead of grpc.aio.  The Rust side (``native/src/grpc_server.rs``) runs HTTP/2 on a thread of its
+own and queues events; the event loop watches one descriptor and, when it becomes readable, takes
+every queued event at once (:meth:`NativeServer._on_events`):
+
+* a new call (id, method path, metadata, peer, timeout, the request of a unary-request method)
+  becomes a task running the method's handler - the very handlers grpc.aio runs, looked up in the
+  table of :func:`rocketq.grpc_endpoint.protocol.method_handlers`, with a :class:`NativeContext`
+  that offers what they use of grpc's context (metadata, peer, time_remaining, write, abort);
+* a message / half-close of a client stream (Telemetry) goes to that call's request iterator;
+* a cancel (client reset, deadline, lost connection, server stopping) cancels the call's task;
+* "written" tells a server-streaming call that the client's window took one more message.
+
+Answers are collected during one pass of the loop and handed to Rust in one call
+(:meth:`NativeServer._flush`).  Limits: the Rust side holds the connection, stream, call, message
+size and queued-bytes bounds (see its module doc); here a server stream has at most
+``STREAM_WRITE_AHEAD`` messages not yet taken by the client (StreamStallGuard ends one that stays
+stuck), and a client stream at most ``MAX_INBOX_MESSAGES`` messages not yet read by its handler.
+TLS is not offered: with ``tlsMode`` on, the endpoint keeps grpcio (:mod:`.endpoint`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+
+import grpc
+
+from rocketq import _native
+
+log = logging.getLogger(__name__)
+
+STREAM_WRITE_AHEAD = 8             # messages of one server stream handed over before the client's window took them
+MAX_INBOX_MESSAGES = 256           # client-stream messages waiting for their handler
+MAX_QUEUED_BYTES = 64 << 20        # request bytes the transport queues for Python before it stops reading
+MAX_PARTIAL_BYTES = 512 << 20      # bytes of requests not complete yet, over all streams
+EV_CALL, EV_MESSAGE, EV_HALF_CLOSE, EV_CANCEL, EV_WRITTEN = range(5)
+_OK, _UNKNOWN, _UNIMPLEMENTED, _RESOURCE_EXHAUSTED = 0, 2, 12, 8
+_END = object()
+
+
+class Aborted(Exception):
+    """Raised by :meth:`NativeContext.abort` (as grpc.aio's abort raises) after the status was sent."""
+
+
+class NativeContext:
+    """What the handlers use of grpc's ServicerContext, for one call."""
+
+    __slots__ = ("_deadline", "_md", "_peer", "_room", "_serialize", "_server", "_unacked", "done", "id", "inbox",
+                 "task")
+
+    def __init__(self, server: NativeServer, call_id: int, md, peer: str, deadline: float | None, serialize):
+        self._server, self.id, self._md, self._peer = server, call_id, md, peer
+        self._deadline, self._serialize = deadline, serialize
+        self.task: asyncio.Task | None = None
+        self.inbox: asyncio.Queue | None = None
+        self._unacked = 0
+        self._room: asyncio.Future | None = None
+        self.done = False
+
+    def invocation_metadata(self):
+        return self._md
+
+    def peer(self) -> str:
+        return self._peer
+
+    def time_remaining(self) -> float | None:
+        if self._deadline is None:
+            return None
+        return max(0.0, self._deadline - self._server.loop.time())
+
+    async def write(self, message) -> None:
+        """Sends one message of a server stream; waits while ``STREAM_WRITE_AHEAD`` are not taken."""
+        while self._unacked >= STREAM_WRITE_AHEAD:
+            self._room = self._server.loop.create_future()
+            await self._room
+        if self.done:
+            raise Aborted("the call has ended")
+        self._unacked += 1
+        self._server.op(self.id, self._serialize(message), -1, "", True)
+
+    def written(self) -> None:
+        self._unacked -= 1
+        if self._room is not None and not self._room.done():
+            self._room.set_result(None)
+
+    async def abort(self, code: grpc.StatusCode, details: str = ""):
+        self.finish(code.value[0], details)
+        raise Aborted(details)
+
+    def finish(self, code: int, details: str, body: bytes | None = None) -> None:
+        if not self.done:
+            self.done = True
+            self._server.op(self.id, body, code, details, False)
+
+    async def requests(self, parse):
+        """The client stream's messages, parsed, until it half-closes."""
+        while True:
+            data = await self.inbox.get()
+            if data is _END:
+                return
+            yield parse(data)
+
+
+class NativeServer:
+    """The native transport for one port; grpc.aio.Server's start/stop, handlers by method path."""
+
+    def __init__(self, host: str, port: int, *, limits, max_message_bytes: int, max_calls: int, max_streams: int,
+                 client_streaming: list[str]):
+        self.loop = asyncio.get_running_loop()
+        idle = limits.idle_timeout_s if limits.idle_timeout_s > 0 else 0.0
+        self._native = _native.GrpcServer(host, port, client_streaming, max_connections=limits.connections_limit(),
+                                          max_streams=max_streams, max_calls=max_calls,
+                                          max_message_bytes=max_message_bytes, idle_timeout_s=idle,
+                                          keepalive_s=limits.write_stall_timeout_s,
+                                          max_queued_bytes=MAX_QUEUED_BYTES, max_partial_bytes=MAX_PARTIAL_BYTES)
+        self.port = self._native.port
+        self._handlers: dict = {}
+        self._calls: dict[int, NativeContext] = {}
+        self._ops: list = []
+        self._flush_pending = False
+        self._reading = False
+
+    def add_handlers(self, handlers: dict) -> None:
+        """*handlers*: full method path -> grpc.RpcMethodHandler."""
+        self._handlers.update(handlers)
+
+    def stats(self) -> tuple[int, int, int]:
+        """(connections, calls in progress, bytes queued for Python), from the Rust side."""
+        return self._native.stats()
+
+    async def start(self) -> None:
+        self.loop.add_reader(self._native.wake_fd, self._on_events)
+        self._reading = True
+
+    async def stop(self, grace_s: float) -> None:
+        """GOAWAY to every connection; calls get *grace_s* to finish, then are cancelled."""
+        await self.loop.run_in_executor(None, self._native.close, grace_s)
+        if self._reading:
+            self.loop.remove_reader(self._native.wake_fd)
+            self._reading = False
+        tasks = [c.task for c in self._calls.values() if c.task is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._calls.clear()
+
+    # -- events from the transport ---------------------------------------------------------------
+
+    def _on_events(self) -> None:
+        calls = self._calls
+        for ev in self._native.drain():
+            kind = ev[0]
+            if kind == EV_CALL:
+                self._start_call(ev)
+                continue
+            ctx = calls.get(ev[1])
+            if ctx is None:
+                continue
+            if kind == EV_WRITTEN:
+                ctx.written()
+            elif kind == EV_MESSAGE or kind == EV_HALF_CLOSE:
+                if ctx.inbox.qsize() >= MAX_INBOX_MESSAGES:
+                    ctx.finish(_RESOURCE_EXHAUSTED, f"the client sent more than {MAX_INBOX_MESSAGES} messages "
+                                                    "its handler has not read yet")
+                    ctx.task.cancel()
+                else:
+                    ctx.inbox.put_nowait(ev[2] if kind == EV_MESSAGE else _END)
+            elif kind == EV_CANCEL:
+                ctx.done = True              # the transport has ended the stream already
+                ctx.task.cancel()
+
+    def _start_call(self, ev) -> None:
+        _, call_id, method, md, peer, timeout_s, body = ev
+        h = self._handlers.get(method)
+        if h is None:
+            self.op(call_id, None, _UNIMPLEMENTED, f"method {method} is not served", False)
+            return
+        deadline = None if timeout_s is None else self.loop.time() + timeout_s
+        ctx = NativeContext(self, call_id, md, peer, deadline, h.response_serializer)
+        self._calls[call_id] = ctx
+        if h.request_streaming:
+            ctx.inbox = asyncio.Queue()
+            coro = self._streams(ctx, h.stream_stream or h.stream_unary,
+                                 ctx.requests(h.request_deserializer), h.response_streaming)
+        elif h.response_streaming:
+            coro = self._streams(ctx, h.unary_stream, h.request_deserializer(body), True)
+        else:
+            coro = self._unary(ctx, h, body)
+        ctx.task = self.loop.create_task(coro)
+
+    async def _unary(self, ctx: NativeContext, h, body: bytes) -> None:
+        try:
+            resp = await h.unary_unary(h.request_deserializer(body), ctx)
+            ctx.finish(_OK, "", h.response_serializer(resp))
+        except (Aborted, asyncio.CancelledError):
+            pass
+        except Exception as exc:
+            self._failed(ctx, exc)
+        finally:
+            self._calls.pop(ctx.id, None)
+
+    async def _streams(self, ctx: NativeContext, handler, request, response_streaming: bool) -> None:
+        """A call with a streamed request or response: an async generator's messages are written,
+        a coroutine writes them itself (``context.write``); then OK."""
+        try:
+            result = handler(request, ctx)
+            if inspect.isasyncgen(result):
+                async for resp in result:
+                    await ctx.write(resp)
+            else:
+                resp = await result
+                if not response_streaming and resp is not None:
+                    ctx.finish(_OK, "", ctx._serialize(resp))
+            ctx.finish(_OK, "")
+        except (Aborted, asyncio.CancelledError):
+            pass
+        except Exception as exc:
+            self._failed(ctx, exc)
+        finally:
+            self._calls.pop(ctx.id, None)
+
+    def _failed(self, ctx: NativeContext, exc: Exception) -> None:
+        log.exception("gRPC call %s failed", ctx.id, exc_info=exc)
+        ctx.finish(_UNKNOWN, f"{type(exc).__name__}: {exc}")
+
+    # -- answers to the transport ----------------------------------------------------------------
+
+    def op(self, call_id: int, body: bytes | None, code: int, message: str, ack: bool) -> None:
+        """Queues one operation for the transport; all of one loop pass go in one call."""
+        self._ops.append((call_id, body, code, message, ack))
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        ops, self._ops = self._ops, []
+        self._flush_pending = False
+        self._native.respond(ops)
