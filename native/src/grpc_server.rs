@@ -52,6 +52,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// Fastest check of a connection's keepalive and idle timers.
 const MIN_TICK: Duration = Duration::from_millis(50);
+/// After GOAWAY, a connection with no stream left is closed this soon even if the peer never
+/// answers the shutdown's ping (grpc closes idle connections outright).
+const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 /// Streams reset by clients faster than served (rapid reset) before the connection is closed.
 const MAX_PENDING_ACCEPT_RESETS: usize = 200;
 
@@ -395,11 +398,15 @@ async fn serve_connection(shared: Arc<Shared>, sock: tokio::net::TcpStream, peer
         .max_header_list_size(MAX_HEADER_LIST_BYTES)
         .max_send_buffer_size(SEND_BUFFER_BYTES)
         .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS);
-    let mut conn =
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, builder.handshake::<_, Bytes>(sock)).await {
-            Ok(Ok(c)) => c,
-            _ => return,
-        };
+    // a connection that never completes its preface is idle too: the idle timeout holds for it as well
+    let handshake = l
+        .idle_timeout
+        .map_or(HANDSHAKE_TIMEOUT, |idle| idle.min(HANDSHAKE_TIMEOUT));
+    let mut conn = match tokio::time::timeout(handshake, builder.handshake::<_, Bytes>(sock)).await
+    {
+        Ok(Ok(c)) => c,
+        _ => return,
+    };
     let Some(mut ping) = conn.ping_pong() else {
         return;
     };
@@ -414,6 +421,7 @@ async fn serve_connection(shared: Arc<Shared>, sock: tokio::net::TcpStream, peer
     let (mut next_ping, mut ping_sent) = (Instant::now() + l.keepalive, None::<Instant>);
     let mut idle_since = Some(Instant::now());
     let mut closing = false;
+    let mut closing_since = Instant::now();
     loop {
         tokio::select! {
             r = conn.accept() => match r {
@@ -435,13 +443,16 @@ async fn serve_connection(shared: Arc<Shared>, sock: tokio::net::TcpStream, peer
                     }
                     _ => {}
                 }
+                if closing && live.load(Ordering::Relaxed) == 0 && now - closing_since > GOAWAY_GRACE {
+                    break;
+                }
                 if live.load(Ordering::Relaxed) > 0 {
                     idle_since = None;
                 } else if let Some(idle) = l.idle_timeout {
                     let since = *idle_since.get_or_insert(now);
                     if now - since >= idle && !closing {
                         conn.graceful_shutdown();
-                        closing = true;
+                        (closing, closing_since) = (true, now);
                     }
                 }
             },
@@ -454,7 +465,7 @@ async fn serve_connection(shared: Arc<Shared>, sock: tokio::net::TcpStream, peer
             },
             _ = stop.wait_for(|v| *v), if !closing => {
                 conn.graceful_shutdown();
-                closing = true;
+                (closing, closing_since) = (true, Instant::now());
             },
         }
     }
