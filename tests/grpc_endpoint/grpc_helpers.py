@@ -144,6 +144,27 @@ def receive_all(consumer, count: int, *, invisible_s: int = 10, timeout_s: float
     return got
 
 
+def sent_and_received(pub_config, sub_config, topic: str, group: str, n: int = 3) -> None:
+    """The official client sends *n* messages with *pub_config* and receives and acks exactly those with
+    *sub_config* in *group*."""
+    from rocketmq import FilterExpression, Producer, SimpleConsumer
+    p = Producer(pub_config, (topic,))
+    p.startup()
+    try:
+        sent = {p.send(message(topic, f"m{i}".encode())).message_id for i in range(n)}
+    finally:
+        p.shutdown()
+    c = SimpleConsumer(sub_config, group, {topic: FilterExpression()})
+    c.startup()
+    try:
+        got = receive_all(c, n)
+        assert {m.message_id for m in got} == sent
+        for m in got:
+            c.ack(m)
+    finally:
+        c.shutdown()
+
+
 def remoting_call(server: ServerThread, build, timeout_s: float = 10.0):
     """One remoting request (built on the loop thread by *build*) to the server's broker port."""
     from rocketq.remoting import RemotingClient

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_helpers import ServerThread, message, receive_all, wait_until
+from grpc_helpers import ServerThread, message, receive_all, sent_and_received, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "acl"))
 from acl_fixtures import ACL_YAML, write_acl_file  # noqa: E402
@@ -108,22 +108,9 @@ def test_pub_on_a_topic_sends_there_and_is_refused_elsewhere(acl_server, stub):
 
 
 def test_sub_on_topic_and_group_receives_and_a_denied_group_is_refused(acl_server, stub):
-    from rocketmq import FilterExpression, Producer, SimpleConsumer
-    p = Producer(_config(acl_server, "producer", "p-secret"), ("Orders",))
-    p.startup()
-    try:
-        sent = {p.send(message("Orders", f"m{i}".encode())).message_id for i in range(3)}
-    finally:
-        p.shutdown()
-    c = SimpleConsumer(_config(acl_server, "consumer", "c-secret"), "GID_C", {"Orders": FilterExpression()})
-    c.startup()
-    try:
-        got = receive_all(c, 3)
-        assert {m.message_id for m in got} == sent
-        for m in got:
-            c.ack(m)
-    finally:
-        c.shutdown()
+    from rocketmq import FilterExpression, SimpleConsumer
+    sent_and_received(_config(acl_server, "producer", "p-secret"), _config(acl_server, "consumer", "c-secret"),
+                      "Orders", "GID_C")
     denied = SimpleConsumer(_config(acl_server, "consumer", "c-secret"), "GID_D", {"Orders": FilterExpression()})
     denied.startup()
     try:

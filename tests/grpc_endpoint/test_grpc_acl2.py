@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 from click.testing import CliRunner
-from grpc_helpers import ServerThread, message, receive_all
+from grpc_helpers import ServerThread, sent_and_received
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "acl"))
 from acl2_fixtures import ACL2_SETTINGS, SUPER, grant  # noqa: E402
@@ -71,22 +71,7 @@ def test_grpc_calls_are_allowed_and_refused_by_the_users_acl(acl2_server, stub):
 
 
 def test_the_official_client_sends_and_receives_as_allowed_users(acl2_server):
-    from rocketmq import FilterExpression, Producer, SimpleConsumer
-    p = Producer(_config(acl2_server, "pub", "p-secret"), ("Orders",))
-    p.startup()
-    try:
-        sent = {p.send(message("Orders", f"m{i}".encode())).message_id for i in range(3)}
-    finally:
-        p.shutdown()
-    c = SimpleConsumer(_config(acl2_server, "sub", "s-secret"), "GID_C", {"Orders": FilterExpression()})
-    c.startup()
-    try:
-        got = receive_all(c, 3)
-        assert {m.message_id for m in got} == sent
-        for m in got:
-            c.ack(m)
-    finally:
-        c.shutdown()
+    sent_and_received(_config(acl2_server, "pub", "p-secret"), _config(acl2_server, "sub", "s-secret"), "Orders", "GID_C")
 
 
 def test_rocketq_user_and_acl_commands(acl2_server):

@@ -15,50 +15,72 @@ commit without blocking the event loop (``MessageStore.put_message_async``).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
-from rocketq.broker import admin, admin_ops, assignment, auth_admin, offset_reset, queries, recall, reply, runtime_config
+from rocketq.broker import (
+    admin,
+    admin_ops,
+    assignment,
+    auth_admin,
+    client_handlers,
+    offset_reset,
+    queries,
+    recall,
+    reply,
+    runtime_config,
+)
 from rocketq.broker.acting_master import ActingMaster
-from rocketq.broker.controlled import epoch_cache_handlers
 from rocketq.broker.client_config import check_client_config
 from rocketq.broker.clients import ClientManager
 from rocketq.broker.consumer_offsets import ConsumerOffsetManager
-from rocketq.broker.credentials import broker_credentials, parse_credentials
+from rocketq.broker.controlled import epoch_cache_handlers
+from rocketq.broker.credentials import broker_credentials
 from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.locks import QueueLocks
+from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pop import PopService
 from rocketq.broker.pop import remoting as pop_remoting
-from rocketq.broker.long_polling import LongPollingService
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.replication import Replication
-from rocketq.broker.send import (STATUS_CODES, batch_messages, decode_batch, message_from_header, message_kind,
-                                 route_single, send_header, terminate_properties)
+from rocketq.broker.send import (
+    STATUS_CODES,
+    batch_messages,
+    decode_batch,
+    message_from_header,
+    message_kind,
+    route_single,
+    send_header,
+    terminate_properties,
+)
 from rocketq.broker.send_back import consumer_send_back
+from rocketq.broker.settings import BrokerSettings  # callers import it from here too
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
 from rocketq.broker.timer import Timer
-from rocketq.broker.timer_messages import DEFAULT_MAX_DELAY_SEC, TimerPolicy
+from rocketq.broker.timer_messages import TimerPolicy
 from rocketq.broker.topic_attributes import NORMAL, message_type_of, type_refusal
 from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction
-from rocketq.common import fastjson
 from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import PROPERTY_UNIQ_KEY
 from rocketq.common.validation import NOT_ALLOWED_SEND_TOPICS
-from rocketq.remoting import (RemotingCommand, RemotingCommandError, RemotingServer, RequestCode, ResponseCode,
-                              not_supported_response)
-from rocketq.remoting.limits import ConnectionLimits
-from rocketq.remoting.tls import ServerTls, TlsMode, TlsServerConfig, client_context
+from rocketq.remoting import (
+    RemotingCommand,
+    RemotingCommandError,
+    RemotingServer,
+    RequestCode,
+    ResponseCode,
+    not_supported_response,
+)
+from rocketq.remoting.tls import ServerTls, TlsMode, client_context
 from rocketq.store import MessageStore, StoreConfig
 from rocketq.store.results import PutError
 
@@ -66,119 +88,6 @@ log = logging.getLogger(__name__)
 
 OFFSET_PERSIST_INTERVAL_S = 5.0
 ACL_WATCH_INTERVAL_S = 1.0                 # plain_acl.yml is re-read this soon after it changes
-
-GRPC_TRANSPORTS = ("grpcio", "native")
-
-
-@dataclass(frozen=True)
-class BrokerSettings:
-    cluster_name: str = "DefaultCluster"
-    broker_name: str = "broker-a"
-    host: str = "127.0.0.1"
-    port: int = 10911
-    auto_create_topic: bool = True
-    default_topic_queue_nums: int = 4
-    namesrv_addr: str | None = None          # "host:port;host:port", RocketMQ's namesrvAddr
-    broker_id: int = 0
-    announce_host: str | None = None         # the address clients should use, when host is 0.0.0.0
-    transaction_check_interval_s: float = 60.0
-    transaction_timeout_s: float = 6.0
-    transaction_check_max: int = 15
-    fast_failure: bool = True                # brokerFastFailureEnable
-    wait_in_send_queue_ms: int = 200         # waitTimeMillsInSendQueue
-    send_queue_capacity: int = 10_000        # sendThreadPoolQueueCapacity
-    acl_enable: bool = False                 # aclEnable
-    acl_file: str | None = None              # plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml
-    # innerClientAuthenticationCredentials (RocketMQ 5.3): {"accessKey": ..., "secretKey": ...} of an admin
-    # account; what this broker signs its own requests with (NameServers, its master, HA)
-    inner_credentials: str | None = None
-    # ACL 2.0 (RocketMQ 5.3; rocketq.acl.setup): users and ACLs in <storePathRootDir>/config
-    authentication_enabled: bool = False      # authenticationEnabled: every request signed by a known user
-    authorization_enabled: bool = False       # authorizationEnabled: each request checked against its user's ACL
-    init_authentication_user: str | None = None   # initAuthenticationUser: {"username":..,"password":..}, super
-    authentication_metadata_provider: str | None = None   # only the local one (JSON files here, RocksDB there)
-    authorization_metadata_provider: str | None = None
-    validate_system_topic: bool = True        # validateSystemTopicWhenUpdateTopic: admins may not touch system topics
-    tls: TlsServerConfig = TlsServerConfig()  # tls.server.mode / certPath / keyPath / trustCertPath
-    tls_enable: bool = False                  # tls.enable: TLS on connections this broker makes
-    tls_trust_cert_path: str | None = None    # tls.client.trustCertPath (None: do not verify, tls.test.mode)
-    tls_client_cert_path: str | None = None   # tls.client.certPath / keyPath: the certificate this broker shows
-    tls_client_key_path: str | None = None    # (a master with tls.server.need.client.auth=require asks for one)
-    broker_role: str = "ASYNC_MASTER"         # brokerRole: ASYNC_MASTER | SYNC_MASTER | SLAVE
-    ha_listen_port: int | None = None         # haListenPort (None: listenPort + 1)
-    ha_master_address: str | None = None      # haMasterAddress (a slave; None: learned from the NameServers)
-    slave_read_enable: bool = False           # slaveReadEnable: suggest a slave to consumers reading old data
-    slave_acting_master: bool = False         # enableSlaveActingMaster (rocketq.broker.acting_master)
-    which_broker_when_consume_slowly: int = 1  # whichBrokerWhenConsumeSlowly: the brokerId suggested then
-    access_message_in_memory_max_ratio: int = 40  # accessMessageInMemoryMaxRatio: % of RAM counted as "hot"
-    controller_mode: bool = False             # enableControllerMode: the controller decides the role
-    controller_addr: str | None = None        # controllerAddr (None: the first of namesrvAddr)
-    controller_master_role: str = "SYNC_MASTER"   # controllerMasterRole: how this broker replicates as master
-    controller_lease: bool = True             # controllerLeaseEnable: a master out of touch stops taking sends
-    timer_wheel_enable: bool = True           # timerWheelEnable: TIMER_* properties schedule a message
-    timer_max_delay_sec: int = DEFAULT_MAX_DELAY_SEC  # timerMaxDelaySec: scheduled further ahead is refused
-    timer_bucket_ms: int = 10_000             # width of one timer bucket file (rocketq's own)
-    limits: ConnectionLimits = ConnectionLimits()  # of every port: serverMaxConnections, idle timeout...
-    # metricsExporterType: PROM serves /metrics (rocketq.broker.metrics_http); DISABLE (RocketMQ's default, and
-    # this class's) serves nothing - `rocketq serve` and `rocketq broker` turn it on
-    metrics_exporter_type: str = "DISABLE"
-    metrics_port: int | None = None           # metricsPromExporterPort (None: 5557, or free when port is 0)
-    metrics_host: str | None = None           # metricsPromExporterHost (None: bindAddress)
-    trace_topic_enable: bool = False          # traceTopicEnable: make msgTraceTopicName for clients' traces
-    trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"   # msgTraceTopicName
-    enable_property_filter: bool = False      # enablePropertyFilter: SQL92 subscriptions (off, as in RocketMQ)
-    max_filter_message_size: int = 16_000     # maxFilterMessageSize: consume-queue bytes one filtered read scans
-    enable_mixed_message_type: bool = False   # enableMixedMessageType: topics may be +message.type=MIXED
-    default_message_request_mode: str = "PULL"  # defaultMessageRequestMode: QUERY_ASSIGNMENT's PULL | POP
-    default_pop_share_queue_num: int = -1     # defaultPopShareQueueNum: -1 every pop client reads every queue
-    # grpcTransport (rocketq's): the gRPC endpoint's HTTP/2 server, native (rocketq._native; ~5x less server CPU per
-    # call, BENCHMARKS.md) or grpcio (grpc.aio); TLS is grpcio's either way
-    grpc_transport: str = "native"
-
-    def __post_init__(self) -> None:
-        from rocketq.common.validation import topic_error
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"listenPort {self.port} is outside 0..65535")
-        if self.broker_id < 0:
-            raise ValueError(f"brokerId {self.broker_id} is negative")
-        for what, name in (("brokerName", self.broker_name), ("brokerClusterName", self.cluster_name)):
-            if topic_error(name):         # both become topic names in RocketMQ
-                raise ValueError(f"{what} {name!r}: {topic_error(name)}")
-        if bool(self.tls_client_cert_path) != bool(self.tls_client_key_path):
-            raise ValueError("tls.client.certPath and tls.client.keyPath go together")
-        if self.inner_credentials is not None:
-            parse_credentials(self.inner_credentials)           # raises naming the key
-        if self.grpc_transport not in GRPC_TRANSPORTS:
-            raise ValueError(f"grpcTransport {self.grpc_transport!r} is not one of {', '.join(GRPC_TRANSPORTS)}")
-        if self.metrics_exporter_type not in ("DISABLE", "PROM"):
-            raise ValueError(f"metricsExporterType {self.metrics_exporter_type} is not PROM or DISABLE "
-                             "(rocketq has no OTLP_GRPC or LOG exporter)")
-        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
-            raise ValueError(f"metricsPromExporterPort {self.metrics_port} is outside 0..65535")
-        if topic_error(self.trace_topic_name):
-            raise ValueError(f"msgTraceTopicName {self.trace_topic_name!r}: {topic_error(self.trace_topic_name)}")
-        if self.default_topic_queue_nums < 1:
-            raise ValueError("defaultTopicQueueNums must be at least 1")
-        TimerPolicy(self.timer_wheel_enable, self.timer_max_delay_sec * 1000)        # raises if not positive
-        if self.default_message_request_mode not in ("PULL", "POP"):
-            raise ValueError(f"defaultMessageRequestMode {self.default_message_request_mode} is not PULL or POP")
-        if self.max_filter_message_size < 20:
-            raise ValueError(f"maxFilterMessageSize {self.max_filter_message_size} is below one consume-queue unit (20)")
-        if self.timer_bucket_ms < 100:
-            raise ValueError(f"timer_bucket_ms {self.timer_bucket_ms} is below 100")
-        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
-            raise ValueError(f"brokerRole {self.broker_role} is not ASYNC_MASTER, SYNC_MASTER or SLAVE")
-        if self.controller_mode:
-            if self.broker_id < 1:
-                raise ValueError("enableControllerMode: every broker of a set needs its own brokerId of 1 or more "
-                                 "(the controller decides which one is master)")
-            if self.controller_master_role not in ("ASYNC_MASTER", "SYNC_MASTER"):
-                raise ValueError(f"controllerMasterRole {self.controller_master_role} is not ASYNC_MASTER or "
-                                 "SYNC_MASTER")
-        elif (self.broker_role == "SLAVE") != (self.broker_id > 0):
-            raise ValueError(f"brokerRole {self.broker_role} with brokerId {self.broker_id}: a master has brokerId 0, "
-                             "a slave a brokerId above 0")
-
 
 class Broker:
     def __init__(self, settings: BrokerSettings, store_config: StoreConfig):
@@ -200,15 +109,13 @@ class Broker:
         self._handlers = {
             RequestCode.SEND_MESSAGE: self._send, RequestCode.SEND_MESSAGE_V2: self._send,
             RequestCode.SEND_BATCH_MESSAGE: self._send_batch,
-            RequestCode.HEART_BEAT: self._heartbeat, RequestCode.UNREGISTER_CLIENT: self._unregister_client,
-            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
             RequestCode.CONSUMER_SEND_MSG_BACK: lambda conn, cmd: consumer_send_back(self, conn, cmd),
-            RequestCode.LOCK_BATCH_MQ: self._lock_batch, RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
             RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
             **admin.handlers(self), **admin_ops.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
             **recall.handlers(self, _host_of), **reply.handlers(self, _host_of), **offset_reset.handlers(self),
             **runtime_config.handlers(self), **auth_admin.handlers(self), **epoch_cache_handlers(self),
+            **client_handlers.handlers(self),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()
@@ -222,7 +129,7 @@ class Broker:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def start(self) -> "Broker":
+    async def start(self) -> Broker:
         self.topics.load()
         if self.settings.trace_topic_enable:       # RocketMQ makes it at start-up, one queue, read-write
             self.topics.create_system_topic(self.settings.trace_topic_name, queue_nums=1)
@@ -446,7 +353,7 @@ class Broker:
     async def _serve(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
         if "watched" not in conn.context:        # first request on this connection: watch its end
             conn.context["watched"] = True
-            conn.on_close(lambda c: self._notify_changed(self.clients.connection_closed(c)))
+            conn.on_close(lambda c: client_handlers.notify_changed(self, self.clients.connection_closed(c)))
         try:
             if self.acl is not None:
                 denied = self.acl.check(_ip_of(conn), cmd, needs_of(cmd))
@@ -587,63 +494,6 @@ class Broker:
             return self.store.stage_wire_batch(fixed, **header)
 
     # -- clients -----------------------------------------------------------------------------
-
-    async def _heartbeat(self, conn, cmd):
-        try:
-            data = fastjson.loads(cmd.body or b"{}")        # Java clients may write fastjson's bare int keys
-        except ValueError as exc:
-            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, f"heartbeat body is not JSON: {exc}")
-        for c in data.get("consumerDataSet") or ():
-            group = self.groups.get(str(c.get("groupName")), create=True)
-            if group is not None:
-                self.topics.create_retry_or_dlq(f"%RETRY%{group.group_name}", group.retry_queue_nums)
-        conn.context["client"] = (cmd.language, cmd.version)      # the metrics' connection labels
-        self._notify_changed(self.clients.heartbeat(conn, data))
-        if self.store.filter_bitmaps is not None:                  # enableCalcFilterBitMap: SQL92 filters' bits
-            self.store.filter_bitmaps.register_heartbeat(data)
-        return _ok(cmd, {"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true"})
-
-    async def _unregister_client(self, conn, cmd):
-        changed = self.clients.unregister(cmd.get_str("clientID", ""), producer_group=cmd.get_str("producerGroup", ""),
-                                          consumer_group=cmd.get_str("consumerGroup", ""))
-        self._notify_changed(changed)
-        return _ok(cmd)
-
-    async def _consumer_list(self, conn, cmd):
-        ids = self.clients.consumer_ids(cmd.get_str("consumerGroup"))
-        if not ids:
-            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, "no consumer for this group")
-        return _ok(cmd, body=json.dumps({"consumerIdList": ids}).encode())
-
-    def _notify_changed(self, groups: list[str]) -> None:
-        """Oneway NOTIFY_CONSUMER_IDS_CHANGED to every client of each group, so they rebalance now."""
-        for group in groups:
-            for conn in self.clients.connections(group):
-                note = RemotingCommand.create_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                                      {"consumerGroup": group}, oneway=True)
-                asyncio.ensure_future(_quietly(conn.send_oneway(note)))
-
-    # -- locks --------------------------------------------------------------------
-
-    async def _lock_batch(self, conn, cmd):
-        req = json.loads(cmd.body or b"{}")
-        queues = [(q["topic"], q["brokerName"], int(q["queueId"])) for q in req.get("mqSet") or ()]
-        held = self.locks.try_lock(req.get("consumerGroup", ""), req.get("clientId", ""), queues)
-        return _ok(cmd, body=json.dumps({"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q}
-                                                         for t, b, q in held]}).encode())
-
-    async def _unlock_batch(self, conn, cmd):
-        req = json.loads(cmd.body or b"{}")
-        queues = [(q["topic"], q["brokerName"], int(q["queueId"])) for q in req.get("mqSet") or ()]
-        self.locks.unlock(req.get("consumerGroup", ""), req.get("clientId", ""), queues)
-        return _ok(cmd)
-
-
-async def _quietly(coro) -> None:
-    try:
-        await coro
-    except Exception as exc:        # a client that went away: nothing to tell it
-        log.debug("notification not delivered: %s", exc)
 
 
 _ok = admin.ok

@@ -23,10 +23,10 @@ queue (SYSTEM_ERROR naming the range).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from rocketq.broker.admin import ok
+from rocketq.broker.client_handlers import send_oneway_quietly
 from rocketq.broker.pop.pop_state import QueueKey
 from rocketq.common import fastjson
 from rocketq.common.fastjson import ObjectKey
@@ -77,12 +77,6 @@ async def reset_offset(broker, cmd: RemotingCommand) -> RemotingCommand:
             "isForce": cmd.get_bool("isForce", True)}
     for conn in broker.clients.connections(group):
         push = RemotingCommand.create_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, note, body, oneway=True)
-        asyncio.ensure_future(_quietly(conn.send_oneway(push)))
+        send_oneway_quietly(conn, push)   # a consumer that went away reads the reset on its next pull
     return ok(cmd, body=body)
 
-
-async def _quietly(coro) -> None:
-    try:
-        await coro
-    except Exception as exc:              # a consumer that went away: it reads the reset on its next pull
-        log.debug("reset notification not delivered: %s", exc)
