@@ -162,3 +162,52 @@ def test_only_selects_systems_by_a_word_of_their_name():
     assert _unselected("Apache Kafka", ("kafka",)) is None
     assert "--only rocketq" in _unselected("Apache Kafka", ("rocketq",))
     assert _unselected("Apache RocketMQ (remoting)", ("rocketq",)) is not None      # "RocketMQ" is not "rocketq"
+
+
+def test_a_consumer_that_read_nothing_is_a_failed_run_and_the_producers_rows_stay(tmp_path, monkeypatch):
+    """A push consumer that never got its first message used to be reported as 0 msgs/s - a figure, which
+    the median then took as the system's rate (2 of 3 runs at 128 B on 2026-11-26)."""
+    from rocketq.bench.compare.runner import Cells, Plan, _tool_rows
+    producer = rmq_tools.parse_complete(_golden("rmq_benchmark_producer.txt"))
+    stalled = dict(rmq_tools.parse_complete(_golden("rmq_benchmark_consumer.txt")), **{"Consume Total": 0.0})
+    reports = iter([producer, producer, stalled])
+    monkeypatch.setattr(jars, "build", lambda name: "CP")
+    monkeypatch.setattr(rmq_tools, "_create_topic", lambda namesrv, topic: _nothing())
+    monkeypatch.setattr(rmq_tools, "run_tool", lambda cmd, timeout: next(reports))
+
+    class System:
+        name = "rocketq (remoting)"
+
+        def tool_rows(self, size, plan, sync):
+            return rmq_tools.tool_rows("ns", tmp_path, size, seconds=1, warmup_s=0, sync=sync)
+
+    cells = Cells()
+    _tool_rows(System(), 128, Plan(), cells, sync=False)
+    assert len(cells.errors) == 1 and "read none of the" in cells.errors[0]
+    scenarios = {c["scenario"] for c in cells.to_list()}
+    assert scenarios == {"rmq_producer", "rmq_batch"}
+
+
+async def _nothing():
+    return None
+
+
+def test_tools_only_runs_the_load_tools_and_nothing_else():
+    from rocketq.bench.compare.runner import Cells, Plan, _timed_async, _timed_sync
+    called = []
+
+    class System:
+        name = "rocketq (remoting)"
+
+        def tool_rows(self, size, plan, sync):
+            called.append(("tools", sync))
+            return [("rmq_producer", "msgs/s", 1.0)]
+
+        def __getattr__(self, attr):                   # any client scenario would land here
+            raise AssertionError(f"tools_only ran {attr}")
+
+    cells = Cells()
+    _timed_async(System(), 128, Plan(tools_only=True), cells)
+    _timed_sync(System(), 128, Plan(tools_only=True), cells)
+    assert called == [("tools", False), ("tools", True)]
+    assert {c["scenario"] for c in cells.to_list()} == {"rmq_producer"}

@@ -133,16 +133,20 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
               help="Run only the systems whose name contains WORD (repeatable), e.g. --only rocketq --only kafka.")
 @click.option("--no-tools", "no_tools", is_flag=True,
               help="Leave out the field's load tools (RocketMQ's benchmark workload, Kafka's perf tools: JVMs).")
+@click.option("--tools-only", "tools_only", is_flag=True,
+              help="Run only the field's load tools (and the durability check), e.g. to re-measure their rows.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where report.md, results.json and the charts go [default: bench-results/<timestamp>].")
 @security_options
-def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], no_tools: bool,
+def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], no_tools: bool, tools_only: bool,
                   out_dir: Path | None, security) -> None:
     """rocketq (remoting and gRPC) beside Apache RocketMQ, Apache Kafka, Redis Streams, NATS JetStream and
     RabbitMQ streams (whatever is installed; the Java peers need java and mvn), interleaved, with each
     system's durability modes checked by counting sync calls, plus RocketMQ's benchmark workload and Kafka's
     perf tools against the systems that speak their protocols."""
     require_extra("bench", "rocketq bench compare")
+    if no_tools and tools_only:
+        raise click.UsageError("--no-tools and --tools-only leave nothing to run; choose one")
     from rocketq.bench.compare.runner import run_compare
     from rocketq.bench.compare.systems import SYSTEMS
     _say_security(security)
@@ -156,7 +160,7 @@ def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], n
     with bar:
         results = _explained(security, lambda: run_compare(
             runs=runs, out_dir=out_dir, progress=lambda s: bar.update(task, description=s), security=security,
-            only=only, tools=not no_tools, **sizes))
+            only=only, tools=not no_tools, tools_only=tools_only, **sizes))
     where = out_dir or "bench-results/"
     out().print(f"report, results.json and charts written to {where}; systems skipped: "
                 f"{', '.join(results['skipped']) or 'none'}")

@@ -104,6 +104,16 @@ def tool_rows(namesrv: str, root: Path, size: int, *, seconds: float, warmup_s: 
     if not sync:
         report = run_tool(tool_command(classpath, "consumer", namesrv, topic, expect=stored, log_dir=logs),
                           timeout + stored / 10_000)
+        if int(report["Consume Total"]) == 0:       # a stall, not a rate: reported as a failed run
+            raise ToolRunFailed(f"RocketMQ benchmark consumer read none of the {stored} messages of {topic}", rows)
         rows.append(("rmq_consumer", "msgs/s", float(report["Consume TPS"])))
         rows.append(("rmq_consumer", "read / stored", float(report["Consume Total"]) / stored))
     return rows
+
+
+class ToolRunFailed(RuntimeError):
+    """One tool run of several failed; *rows* holds what the ones before it measured."""
+
+    def __init__(self, message: str, rows: list[tuple[str, str, float]]):
+        super().__init__(message)
+        self.rows = rows

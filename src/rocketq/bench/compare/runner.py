@@ -102,6 +102,7 @@ class Plan:
     sync_n: int = 20_000
     verify_n: int = VERIFY_N           # acknowledged sends per durability check
     tools: bool = True                 # run the field's load tools (JVMs) against the systems that speak their protocol
+    tools_only: bool = False           # only those (a re-run of their rows without the hour of the others)
     tool_seconds: float = 10.0         # timed seconds of each RocketMQ benchmark-tool producer run
     tool_warmup_s: float = 3.0         # seconds of it before the timing starts (JIT, connections)
 
@@ -210,6 +211,12 @@ def _in_own_dir(root: Path, cls, sync: bool, security, work) -> None:
 
 def _timed_async(system, size: int, plan: Plan, cells: Cells) -> None:
     """Every scenario but the sync one, on a system in its async (default) durability mode."""
+    if not plan.tools_only:
+        _client_scenarios(system, size, plan, cells)
+    _tool_rows(system, size, plan, cells, sync=False)
+
+
+def _client_scenarios(system, size: int, plan: Plan, cells: Cells) -> None:
     name, body = system.name, b"m" * size
     _run(system.produce_one(WARMUP_SENDS, body))                   # warm-up, thrown away
     lat = _run(system.produce_one(plan.one_n, body))
@@ -229,7 +236,6 @@ def _timed_async(system, size: int, plan: Plan, cells: Cells) -> None:
     for scenario, rate in plan.e2e_rates():
         if system.max_e2e_rate is None or rate <= system.max_e2e_rate:
             cells.add_latencies(name, size, scenario, _run(system.end_to_end(rate, plan.e2e_seconds, size)))
-    _tool_rows(system, size, plan, cells, sync=False)
 
 
 def _tool_rows(system, size: int, plan: Plan, cells: Cells, sync: bool) -> None:
@@ -240,17 +246,18 @@ def _tool_rows(system, size: int, plan: Plan, cells: Cells, sync: bool) -> None:
         rows = system.tool_rows(size, plan, sync)
     except Exception as e:                          # noqa: BLE001 - any failure of a JVM tool
         cells.errors.append(f"{system.name}, {size} B, {'sync' if sync else 'async'}: {str(e)[:600]}")
-        return
+        rows = getattr(e, "rows", [])               # rmq_tools.ToolRunFailed: the runs before it still count
     for scenario, metric, value in rows:
         cells.add(system.name, size, scenario, metric, value)
 
 
 def _timed_sync(system, size: int, plan: Plan, cells: Cells) -> None:
     """64 concurrent producers on a system in its sync durability mode, then the load tools' producers."""
-    t0 = time.perf_counter()
-    lat = _run(system.produce_sync(system.count("sync64", plan.sync_n), b"m" * size))
-    cells.add(system.name, size, "sync64", "msgs/s", len(lat) / (time.perf_counter() - t0))
-    cells.add_latencies(system.name, size, "sync64", lat, ("p99",))
+    if not plan.tools_only:
+        t0 = time.perf_counter()
+        lat = _run(system.produce_sync(system.count("sync64", plan.sync_n), b"m" * size))
+        cells.add(system.name, size, "sync64", "msgs/s", len(lat) / (time.perf_counter() - t0))
+        cells.add_latencies(system.name, size, "sync64", lat, ("p99",))
     _tool_rows(system, size, plan, cells, sync=True)
 
 

@@ -34,7 +34,8 @@ import org.apache.rocketmq.common.message.Message;
  * Where it differs, so that a run is bounded and its figures comparable: the producers stop after -d SECONDS
  * (the RocketMQ tools run until killed) and count only sends started after -W WARMUP seconds; latencies are
  * System.nanoTime per call with percentiles (the RocketMQ tools print average and max milliseconds only); the
- * consumer stops after -x EXPECT messages or -i IDLE seconds without one. It prints one summary line:
+ * consumer stops after -x EXPECT messages, -i IDLE seconds without one, or -S seconds without a first one.
+ * It prints one summary line:
  *   [Complete] key: value key: value ...
  */
 public final class RmqBenchmark {
@@ -189,6 +190,9 @@ public final class RmqBenchmark {
         long expect = Long.parseLong(o.getOrDefault("x", "0"));
         double idle = Double.parseDouble(o.getOrDefault("i", "5"));
         double timeout = Double.parseDouble(o.getOrDefault("T", "600"));
+        // the idle clock starts at the first delivery: before it the client is still starting, fetching the
+        // route, registering and rebalancing, which took over 5 s in some runs (against both brokers alike)
+        double firstWait = Double.parseDouble(o.getOrDefault("S", "60"));
         AtomicLong first = new AtomicLong();
         AtomicLong last = new AtomicLong();
         LongAdder got = new LongAdder();
@@ -211,8 +215,8 @@ public final class RmqBenchmark {
         while (true) {
             TimeUnit.MILLISECONDS.sleep(50);
             long now = System.nanoTime();
-            long seen = last.get() == 0 ? started : last.get();
-            if ((expect > 0 && got.sum() >= expect) || now - seen > idle * 1e9 || now - started > timeout * 1e9) {
+            boolean idleOut = last.get() == 0 ? now - started > firstWait * 1e9 : now - last.get() > idle * 1e9;
+            if ((expect > 0 && got.sum() >= expect) || idleOut || now - started > timeout * 1e9) {
                 break;
             }
         }
