@@ -469,10 +469,7 @@ class Broker:
         if not len(msgs):
             return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
         with self.flow_control.sending():
-            if self.store.group_commit is not None:      # SYNC_FLUSH waits for the fsync: not on the event loop
-                rs = await asyncio.to_thread(self.store.put_messages, msgs)
-            else:
-                rs = self.store.put_messages(msgs)
+            rs = await self.store.put_messages_async(msgs)      # SYNC_FLUSH: awaits the shared fsync
         if not rs.ok:
             return RemotingCommand.create_response(cmd, STATUS_CODES[rs.status], rs.error or str(rs.status))
         self.stats.put(tc.topic_name, len(msgs), len(cmd.body))

@@ -355,6 +355,28 @@ class MessageStore(StoreMaintenance):
     def put_messages(self, msgs: list[Message] | RecordBatch) -> BatchPutResult:
         """Append *msgs* as one batch under one lock: all are stored, or none (with the reason).
         A ``RecordBatch`` (see :meth:`stage_wire_batch`) is appended as it is."""
+        appended = self._append_batch(msgs)
+        if isinstance(appended, BatchPutResult):
+            return appended
+        batch, phy, store_ts = appended
+        flushed = self.group_commit is None or self.group_commit.wait_flushed(phy + batch.total_bytes)
+        return self._batch_result(flushed, batch, phy, store_ts)
+
+    async def put_messages_async(self, msgs: list[Message] | RecordBatch) -> BatchPutResult:
+        """``put_messages`` for an asyncio producer: under SYNC_FLUSH it awaits the group commit, so
+        that every batch in flight shares the next fsync (a thread per waiting batch would let only
+        as many batches into one fsync as the thread pool has threads)."""
+        import asyncio
+        appended = self._append_batch(msgs)
+        if isinstance(appended, BatchPutResult):
+            return appended
+        batch, phy, store_ts = appended
+        flushed = self.group_commit is None or await self.group_commit.wait_flushed_future(
+            phy + batch.total_bytes, asyncio.get_running_loop())
+        return self._batch_result(flushed, batch, phy, store_ts)
+
+    def _append_batch(self, msgs: list[Message] | RecordBatch):
+        """(batch, first offset, store timestamp) once appended, or the refusal as a BatchPutResult."""
         count = len(msgs)
         if not self.running:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=count)
@@ -368,11 +390,11 @@ class MessageStore(StoreMaintenance):
             phy, store_ts = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
         except PutError as exc:
             return BatchPutResult(exc.status, error=exc.reason, count=count)
-        status = PutStatus.PUT_OK
-        if self.group_commit is not None and not self.group_commit.wait_flushed(phy + batch.total_bytes):
-            status = PutStatus.FLUSH_DISK_TIMEOUT
-        return BatchPutResult(status, batch=batch, first_offset=phy, store_timestamp=store_ts,
-                              store_host=self.store_host)
+        return batch, phy, store_ts
+
+    def _batch_result(self, flushed: bool, batch: RecordBatch, phy: int, store_ts: int) -> BatchPutResult:
+        return BatchPutResult(PutStatus.PUT_OK if flushed else PutStatus.FLUSH_DISK_TIMEOUT, batch=batch,
+                              first_offset=phy, store_timestamp=store_ts, store_host=self.store_host)
 
     def stage_wire_batch(self, body: bytes, **header) -> RecordBatch | None:
         """A SEND_BATCH_MESSAGE body as a batch to :meth:`put_messages`, or None when a message in it
