@@ -3,7 +3,8 @@ controller mode: getControllerMetaData (asked of the standby, it names the activ
 peers), getSyncStateSet (master, epochs, in-sync replicas), getBrokerEpoch (each broker's epoch
 entries, asked of the brokers the NameServer lists) and electMaster (an operator moves the master to
 the slave: a new epoch, the slave confirms it, the old master is fenced and, restarted, rejoins as a
-slave; sends are taken again)."""
+slave; sends are taken again).  With ACL on at the controller, the same commands work signed by an admin
+account (mqadmin's ak/sk) and are refused unsigned."""
 
 from __future__ import annotations
 
@@ -17,6 +18,15 @@ from rocketq.controller.etcd_cluster import etcd_missing
 from rocketq.controller.local_cluster import LocalControlledCluster, until
 
 pytestmark = pytest.mark.timeout(900)     # the first JVM of a session may build the clients
+
+ACL_YAML = """\
+globalWhiteRemoteAddresses: []
+accounts:
+  - accessKey: ctl-admin
+    secretKey: ctl-admin-secret
+    admin: true
+"""
+ADMIN = {"ak": "ctl-admin", "sk": "ctl-admin-secret"}
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +45,8 @@ async def _in_sync(cluster):
     return len(info.get("syncStateSet") or []) == 2
 
 
-def _mqadmin(java_runner, *argv) -> str:
-    out = java_runner("remoting", "rmq5", "rocketq.compat.Runner").mqadmin(*argv)
+def _mqadmin(java_runner, *argv, **creds) -> str:
+    out = java_runner("remoting", "rmq5", "rocketq.compat.Runner").mqadmin(*argv, **creds)
     assert "Exception" not in out and "null" not in out, out
     return out
 
@@ -102,3 +112,27 @@ def test_elect_master_moves_the_master_to_the_slave(java_runner, controlled):
     assert asyncio.run(send()).status.value == "SEND_OK"
     out = _mqadmin(java_runner, "getBrokerEpoch", "-n", controlled.namesrv, "-b", controlled.broker_name)
     assert re.search(r"#Epoch: EpochEntry\{epoch=2, startOffset=\d+, endOffset=\d+\}", out), out
+
+
+@pytest.fixture(scope="module")
+def controlled_acl(tmp_path_factory):
+    why = etcd_missing()
+    if why:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("mqadmin-ctl-acl")
+    (root / "plain_acl.yml").write_text(ACL_YAML)
+    cluster = LocalControlledCluster(root / "run", brokers=1, controllers=1, etcd_members=1,
+                                     acl_file=root / "plain_acl.yml",
+                                     credentials=(ADMIN["ak"], ADMIN["sk"])).start()
+    yield cluster
+    cluster.stop()
+
+
+def test_controller_commands_with_acl_need_an_admin_account(java_runner, controlled_acl):
+    ctl = controlled_acl.controller_addrs[0]
+    out = _mqadmin(java_runner, "getControllerMetaData", "-a", ctl, **ADMIN)
+    assert re.search(rf"#ControllerLeaderAddress\s+{re.escape(ctl)}", out), out
+    out = _mqadmin(java_runner, "getSyncStateSet", "-a", ctl, "-b", controlled_acl.broker_name, **ADMIN)
+    assert dict(re.findall(r"#(\w+)\t(\S+)", out))["MasterBrokerId"] == "1", out
+    denied = java_runner("remoting", "rmq5", "rocketq.compat.Runner").mqadmin("getControllerMetaData", "-a", ctl)
+    assert "ControllerLeaderAddress" not in denied and "carries no AccessKey" in denied, denied

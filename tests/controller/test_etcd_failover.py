@@ -3,7 +3,8 @@ three-member etcd cluster, all real processes on loopback.  Under load (4 concur
 consumer reading all along) the master is SIGKILLed - alone, or after an etcd member was killed and
 together with the active controller: a slave of the SyncStateSet is elected within the target time,
 sends carry on there, and the run checker finds every acknowledged message consumed, none invented,
-each where its acknowledgement said."""
+each where its acknowledgement said, and redelivered only a few (a consumer whose offset is past the new
+master's log end is moved to that end, as RocketMQ 5 does, not back to the queue's start)."""
 
 import asyncio
 import time
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.timeout(180)
 FAILOVER_TARGET_S = 10.0                # master timeout 1.5 s + a heartbeat + confirmation + re-routing
 FAILOVER_WITH_CONTROLLER_TARGET_S = 15.0    # + the controller's lease (2 s) and a master timeout after takeover
 ACKS_AFTER_KILL = 100
+REDELIVERY_BOUND = 20                   # messages consumed twice in a run; a queue re-read from 0 is 100s
 
 
 async def _kill_master_under_load(cluster, ledger, rng, *, with_controller: bool, target_s: float):
@@ -40,7 +42,11 @@ async def _kill_master_under_load(cluster, ledger, rng, *, with_controller: bool
     info = await until("a stable new master", lambda: _stable(cluster), 10)
     ledger.note(f"master now {info['masterId']} of epoch {info['epoch']}, history {info['history']}")
     await drain(load, ledger)
+    counts = ledger.counts()
+    redelivered = counts["consumed"] - counts["distinct consumed"]
+    ledger.note(f"{redelivered} messages consumed more than once")
     print("\n".join(ledger.report({}).splitlines()[:12]))
+    assert redelivered <= REDELIVERY_BOUND, ledger.report({})
     assert info["masterId"] in (2, 3) and info["epoch"] == 2, info
     if with_controller:
         assert await cluster.active_controller() not in (None, active)
@@ -72,10 +78,6 @@ def test_master_killed_under_load(tmp_path):
         c, led, rng, with_controller=False, target_s=FAILOVER_TARGET_S))
 
 
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
-    "known defect, issue 20: now and then the master is replaced right after the etcd member's kill and a slave "
-    "then never receives the test topic within 45 s (seen in 2 of ~8 runs, 2026-11-26); runs every time, "
-    "its outcome is reported, a pass is not required until the defect is fixed"))
 def test_etcd_member_killed_then_master_and_active_controller_together(tmp_path):
     """One etcd member down (a quorum of two left), then the master and the active controller at once: the
     standby takes over on the lease's expiry (its watch on the leader key) and elects from etcd's state."""

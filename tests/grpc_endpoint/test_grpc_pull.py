@@ -111,10 +111,10 @@ def test_pull_refusals(server, stub):
     assert _shape(_pull(stub, "Strict", 0, sql="a > 1")) == (Code.NOT_IMPLEMENTED, [], None)     # enablePropertyFilter off
     assert _shape(_pull(stub, "Strict", 0, sql="a >")) == (Code.NOT_IMPLEMENTED, [], None)
     assert _shape(_pull(stub, "Strict", 0, wait_ms=-5)) == (Code.ILLEGAL_POLLING_TIME, [], None)
-    # past the end: ILLEGAL_OFFSET with where to go on (RocketMQ's OFFSET_ILLEGAL pull status; with the
-    # queue's min offset at 0 its store answers the min, DefaultMessageStore#getMessage)
+    # past the end: ILLEGAL_OFFSET with where to go on (RocketMQ's OFFSET_ILLEGAL pull status; RocketMQ 5's
+    # store answers the queue's max, DefaultMessageStore#getMessage OFFSET_OVERFLOW_BADLY)
     moved = _pull(stub, "Strict", 7)
-    assert _shape(moved) == (Code.ILLEGAL_OFFSET, [], 0) and "0..1" in moved[0].status.message
+    assert _shape(moved) == (Code.ILLEGAL_OFFSET, [], 1) and "0..1" in moved[0].status.message
     # an empty queue at offset 0 is simply empty; at any other offset it is moved back to 0
     assert _shape(_pull(stub, "Strict", 0, qid=1)) == (Code.MESSAGE_NOT_FOUND, [], 0)
     assert _shape(_pull(stub, "Strict", 3, qid=1)) == (Code.ILLEGAL_OFFSET, [], 0)

@@ -156,8 +156,7 @@ class Broker:
                 from rocketq.broker.controlled import ControllerAgent
                 self.controller_agent = ControllerAgent(self)
                 await self.controller_agent.prepare()       # may cut a divergent tail, then opens the store
-                if self.controller_agent.state == "master":
-                    self.start_master_services()
+                # a master resumed here starts its delay/timer deliveries at its first confirmed heartbeat
             else:
                 self.store.start()
                 if self.settings.broker_role != "SLAVE":
@@ -247,9 +246,10 @@ class Broker:
         return out
 
     def _registered_id(self) -> int:
-        """The id in the NameServers' routes: 0 while master in controller mode (RocketMQ's convention)."""
+        """The id in the NameServers' routes: 0 while master in controller mode (RocketMQ's convention),
+        from the first heartbeat that confirms it."""
         agent = self.controller_agent
-        return 0 if agent is not None and agent.state == "master" else self.settings.broker_id
+        return 0 if agent is not None and agent.routed_as_master() else self.settings.broker_id
 
     def start_master_services(self) -> None:
         """Controller mode, on becoming master: deliver delayed and timer messages (a slave does not)."""

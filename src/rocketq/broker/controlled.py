@@ -24,6 +24,13 @@ brokerId, addr, haAddr, epoch, maxPhyOffset}`` and the answer drives the states:
       └──(own log diverges: needs a restart)──> fenced          reports that end as the start offset
     master ──(another broker is master of a newer epoch)──> fenced
 
+A slave copies its master's topic configs every 10 s (RocketMQ's SlaveSynchronize), so a topic created
+shortly before the master died can be missing on the new master although its acknowledged messages are
+in the new master's log; on becoming master the broker therefore adds a config for every topic that
+has a consume queue in its store and none in its table (queues up to the highest id seen, read-write),
+so those messages are routed and readable.  RocketMQ keeps the gap (the topic comes back only when a
+producer auto-creates it again); rocketq closes it.
+
 A master becomes writable only once the controller confirmed its term (so a takeover is in the
 history before anything is written in it), registers with the NameServers as brokerId 0 and
 replicates as ``controllerMasterRole`` (SYNC_MASTER by default).  A fenced broker refuses sends at
@@ -51,10 +58,15 @@ HEARTBEAT_INTERVAL_S = 1.0
 PREPARE_TIMEOUT_S = 60.0
 LEASE_FRACTION = 0.8
 JAVA_LONG_MAX = (1 << 63) - 1
+INTERNAL_TOPIC_PREFIX = "rmq_sys_"     # the broker's own (timer) topics: never routed, never recreated here
 
 
 class ControllerError(RuntimeError):
     pass
+
+
+class ControllerRefused(ControllerError):
+    """The controller's ACL refused this broker's request (unsigned, unknown account, wrong secret)."""
 
 
 class NoController(ControllerError):
@@ -117,6 +129,10 @@ class ControllerAgent:
         if r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             raise NoController(f"{self.client.address} runs no controller (start the NameServer with "
                                "--enable-controller, or set controllerAddr)")
+        if r.code == ResponseCode.NO_PERMISSION:
+            raise ControllerRefused(f"controller {self.client.address} refused this broker: {r.remark} (with ACL on "
+                                    "at the controller, set innerClientAuthenticationCredentials to an admin "
+                                    "account of its plain_acl.yml, or give the broker the same ACL file)")
         if r.code != ResponseCode.SUCCESS:
             raise ControllerError(f"controller {self.client.address} answered {r.code}: {r.remark}")
         info = json.loads(r.body)
@@ -126,7 +142,8 @@ class ControllerAgent:
     def _report(self) -> dict:
         b = self.broker
         out = {"cluster": b.settings.cluster_name, "brokerName": b.settings.broker_name,
-               "brokerId": b.settings.broker_id, "addr": b.address, "haAddr": b.replication.ha_addr,
+               "brokerId": b.settings.broker_id, "addr": b.address,
+               "haAddr": getattr(getattr(b, "replication", None), "ha_addr", None) or "",
                "epoch": self.epochs.last_epoch, "maxPhyOffset": b.store.max_physical_offset()}
         if self._start_offset is not None:
             out["startOffset"] = self._start_offset
@@ -140,15 +157,41 @@ class ControllerAgent:
         store = self.broker.store
         await asyncio.to_thread(store.start)
         self.epochs.load()
+        if self._resumes_master(info):
+            info = await self._claim(info)
         me, master = self.broker.settings.broker_id, info["masterId"]
         if master is not None and master != me and info["history"]:
             end = store.max_physical_offset()
             cut = consistent_end(self.epochs.entries, end, [tuple(e) for e in info["history"]])
             if cut < end:
                 await self._truncate(cut, end, info)
-        elif master == me and not info["pending"] and self.epochs.last_epoch == info["epoch"]:
+        elif self._resumes_master(info):
             log.info("resuming as master of epoch %d", info["epoch"])
             self.state = "master"
+
+    def _resumes_master(self, info: dict) -> bool:
+        return (info["masterId"] == self.broker.settings.broker_id and not info["pending"]
+                and self.epochs.last_epoch == info["epoch"])
+
+    async def _claim(self, start_info: dict) -> dict:
+        """A restarted master, still master for the controller: one heartbeat before serving anything,
+        so that the controller hears it now (its last heartbeat may be nearly a master timeout old) and
+        this broker learns whether a successor was elected since the start-up query - then it starts
+        as that master's slave (the tail cut offline here, below) instead of being fenced later.  Its HA
+        port is not listening yet: reported empty, the first heartbeat of the loop gives it."""
+        try:
+            info = await self._ask(RequestCode.CONTROLLER_HEARTBEAT, body=dict(self._report(), haAddr=""))
+        except ControllerRefused:
+            raise
+        except ControllerError as exc:     # the heartbeat loop decides (a successor then makes this its slave)
+            log.warning("could not reach the controller again at start-up (%s): resuming as master until it answers",
+                        exc)
+            return start_info
+        if info["masterId"] in (self.broker.settings.broker_id, None):
+            return info
+        log.warning("the controller elected broker %s (epoch %d) while this broker was starting: joining as "
+                    "its slave", info["masterId"], info["epoch"])
+        return await self._settled_info()
 
     async def _settled_info(self) -> dict:
         s = self.broker.settings
@@ -161,7 +204,7 @@ class ControllerAgent:
                 if not info["pending"]:
                     return info
                 problem = f"the takeover of epoch {info['epoch']} is not confirmed yet"
-            except NoController:
+            except (NoController, ControllerRefused):
                 raise
             except Exception as exc:
                 problem = str(exc)
@@ -206,6 +249,8 @@ class ControllerAgent:
             self._wake.clear()
             try:
                 await self.beat()
+            except ControllerRefused as exc:          # a configuration error: say it loudly, keep trying
+                log.error("controller heartbeat refused: %s", exc)
             except Exception as exc:
                 log.warning("controller heartbeat failed: %s", exc)
             await self._leave_routes_if_lease_lapsed()
@@ -235,7 +280,13 @@ class ControllerAgent:
             return
         if master == me:
             if self.state == "master" and info["epoch"] == self.epochs.last_epoch:
+                resumed = self.lease_until == 0.0            # the first heartbeat of a master resumed at start-up
                 self.lease_until = sent + self.timeout_s * LEASE_FRACTION
+                if resumed:                                  # writes (and deliveries) from now on
+                    self.broker.start_master_services()
+                    if self.broker.registrar is not None:
+                        self.broker.registrar.set_broker_id(0)
+                        await self.broker.registrar.register_once()
                 if self._withdrawn and self.broker.registrar is not None:
                     self._withdrawn = False
                     log.warning("the controller answers again and this is still the master of epoch %d: "
@@ -246,6 +297,8 @@ class ControllerAgent:
                 await self._prepare_takeover(info)
             elif self.state == "promoting" and not info["pending"]:
                 await self._become_master(info, sent)
+        elif self.state == "master" and self.lease_until == 0.0:
+            await self._step_down_unused(info)
         elif self.state in ("master", "promoting"):
             await self._fence(f"broker {master} is master of epoch {info['epoch']}")
         else:
@@ -272,6 +325,7 @@ class ControllerAgent:
             return
         self._start_offset = None
         b.store.reset_queue_offsets()
+        adopt_stored_topics(b)
         b.start_master_services()
         self.lease_until = sent + self.timeout_s * LEASE_FRACTION
         self.state = "master"
@@ -281,6 +335,18 @@ class ControllerAgent:
         if b.registrar is not None:
             b.registrar.set_broker_id(0)
             await b.registrar.register_once()
+
+    async def _step_down_unused(self, info: dict) -> None:
+        """A master resumed at start-up that no heartbeat confirmed yet (so it took no write: no lease)
+        hears of a successor elected meanwhile: it becomes that master's slave, as RocketMQ's
+        ReplicasManager.changeToSlave does - fenced only if its log diverges (a restart cuts the tail)."""
+        b = self.broker
+        log.warning("broker %s became master of epoch %d while this broker was starting: joining as its slave",
+                    info["masterId"], info["epoch"])
+        self.state = "slave"
+        await b.stop_master_services()
+        b.replication.role = "SLAVE"          # it registered under its own id: it was never routed as master
+        await self._follow(info)
 
     async def _fence(self, why: str) -> None:
         self.state = "fenced"
@@ -298,8 +364,9 @@ class ControllerAgent:
                 await rep.stop_following()            # a takeover is under way: stop copying the old master
                 self.following = None
             return
-        if self.following == (info["epoch"], master):
-            return
+        if self.following == (info["epoch"], master) and rep.following_addrs() == (info["masterAddr"],
+                                                                               info["masterHaAddr"]):
+            return                    # (a master restarted on other ports keeps its epoch: follow the new ones)
         await rep.stop_following()
         self.following = None
         end = self.broker.store.max_physical_offset()
@@ -315,6 +382,11 @@ class ControllerAgent:
         log.info("following broker %s (%s, HA %s), epoch %d", master, info["masterAddr"], info["masterHaAddr"],
                  info["epoch"])
 
+    def routed_as_master(self) -> bool:
+        """Register as brokerId 0: a master some heartbeat of this process confirmed (a master resumed at
+        start-up is routed from its first heartbeat on, as a successor may have been elected meanwhile)."""
+        return self.state == "master" and self.lease_until > 0.0
+
     def write_refusal(self) -> str | None:
         """Why this broker must not accept a send now, or None."""
         if self.state != "master":
@@ -322,6 +394,28 @@ class ControllerAgent:
         if self.broker.settings.controller_lease and asyncio.get_running_loop().time() > self.lease_until:
             return "no recent contact with the controller (lease expired)"
         return None
+
+
+def adopt_stored_topics(broker) -> list[str]:
+    """A config for every topic with messages in the store but none in the table (see the module
+    docstring); the topics added."""
+    from rocketq.broker.topic_config import TopicConfig, TopicConfigError
+    added = []
+    for topic, queue_ids in broker.store.topics().items():
+        if broker.topics.get(topic) is not None or topic.startswith(INTERNAL_TOPIC_PREFIX):
+            continue
+        n = max(queue_ids) + 1
+        try:
+            broker.topics.update(TopicConfig(topic, n, n))
+        except (TopicConfigError, OSError) as exc:
+            log.error("topic %s has messages in this store but no config, and none could be made: %s", topic, exc)
+            continue
+        added.append(topic)
+    if added:
+        log.warning("new master: topics %s have messages in this log but had not reached this broker's topic "
+                    "config before the takeover; configs made from the store's queues (check them with "
+                    "`topic route`)", added)
+    return added
 
 
 def epoch_cache_handlers(broker) -> dict:

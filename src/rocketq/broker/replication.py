@@ -69,6 +69,10 @@ class Replication:
         return HASlave(self._broker.store, self._master_ha_addr, ssl_context=self._broker.client_ssl_context,
                        credentials=self._broker.credentials).start()
 
+    def following_addrs(self) -> tuple[str, str] | None:
+        """Controller mode: (master addr, master HA addr) being followed, or None."""
+        return self._follow
+
     async def stop_following(self) -> None:
         """Stop copying; when this returns no replicated append is in flight."""
         self._follow = None

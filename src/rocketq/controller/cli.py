@@ -4,13 +4,16 @@ one is active, the others take over when its lease expires.  Brokers list all of
 ``controllerAddr`` (``host:port;host:port``).
 
 Prints ``The Controller boot success. listening on HOST:PORT`` once serving, as the NameServer and
-broker commands print their boot line (tests and scripts wait for it).
+broker commands print their boot line (tests and scripts wait for it).  ``--acl plain_acl.yml`` makes
+every request need an admin account's signature (or a white-listed address); the boot line says
+whether ACL is on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+from pathlib import Path
 
 import click
 
@@ -27,7 +30,8 @@ async def serve(endpoints: list[str], host: str, port: int, **kw) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     server = await ControllerServer(endpoints, host, port, **kw).start()
-    click.echo(f"The Controller boot success. listening on {server.address}", nl=True)
+    acl = "ACL on: admin accounts only" if server.acl is not None else "ACL off: any peer is served"
+    click.echo(f"The Controller boot success. listening on {server.address} ({acl})", nl=True)
     try:
         await stop.wait()
         click.echo("rocketq controller: shutting down")
@@ -52,14 +56,26 @@ async def serve(endpoints: list[str], host: str, port: int, **kw) -> None:
               help="The active controller's etcd lease: a standby takes over this long after it dies.")
 @click.option("--elect-unclean", is_flag=True,
               help="Also elect a slave out of the SyncStateSet or behind another (may lose acknowledged messages).")
+@click.option("--acl", "acl_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Enable ACL with this plain_acl.yml: every request must be signed by an admin account "
+                   "(brokers: innerClientAuthenticationCredentials or their own ACL file's admin; mqadmin: "
+                   "its ak/sk) or come from a white-listed address.")
 @log_options
 def controller(etcd_endpoints: str, host: str, port: int, advertise: str | None, prefix: str,
-               master_timeout_ms: int, lease_ttl_s: int, elect_unclean: bool, logging_options: dict) -> None:
+               master_timeout_ms: int, lease_ttl_s: int, elect_unclean: bool, acl_file: Path | None,
+               logging_options: dict) -> None:
     """Run a controller of brokers in controller mode, its state kept in etcd."""
     from rocketq.namesrv.cli import run_loop
     apply_logging(logging_options)
+    acl = None
+    if acl_file is not None:
+        from rocketq.acl import AclConfigError, AclValidator
+        try:
+            acl = AclValidator(acl_file)
+        except AclConfigError as exc:
+            raise click.ClickException(str(exc)) from None
     if not prefix.endswith("/"):
         prefix += "/"
     endpoints = [e.strip() for e in etcd_endpoints.split(",") if e.strip()]
     run_loop(serve(endpoints, host, port, prefix=prefix, master_timeout_ms=master_timeout_ms,
-                   lease_ttl_s=lease_ttl_s, elect_unclean=elect_unclean, advertise=advertise))
+                   lease_ttl_s=lease_ttl_s, elect_unclean=elect_unclean, advertise=advertise, acl=acl))

@@ -66,11 +66,14 @@ def spawn(args: list[str], pattern: str, what: str, log_path: Path, *, prefix: l
 
 
 async def call(addr: str, code: int, header: dict | None = None, body: bytes = b"",
-               timeout_s: float = CALL_TIMEOUT_S) -> RemotingCommand:
+               timeout_s: float = CALL_TIMEOUT_S, credentials: tuple[str, str] | None = None) -> RemotingCommand:
+    """One request; signed with *credentials* (accessKey, secretKey) when given."""
+    from rocketq.acl.signing import sign
     host, _, port = addr.rpartition(":")
     client = RemotingClient(host, int(port))
+    cmd = RemotingCommand.create_request(code, header or {}, body)
     try:
-        return await client.invoke(RemotingCommand.create_request(code, header or {}, body), timeout_s)
+        return await client.invoke(sign(cmd, *credentials) if credentials else cmd, timeout_s)
     finally:
         await client.close()
 
@@ -95,7 +98,10 @@ class LocalControlledCluster:
     def __init__(self, root: Path | str, *, brokers: int = 3, controllers: int = 2, etcd_members: int = 3,
                  master_timeout_ms: int = 1500, lease_ttl_s: int = 2, broker_name: str = "broker-a",
                  commitlog_bytes: int = 4 << 20, controller_host: str = "127.0.0.1",
-                 namesrv_host: str = "127.0.0.1"):
+                 namesrv_host: str = "127.0.0.1", acl_file: Path | None = None,
+                 credentials: tuple[str, str] | None = None):
+        """*acl_file*: the controllers run with ``--acl``; *credentials*: an admin account of it, which
+        the brokers sign with (innerClientAuthenticationCredentials) and so do this object's requests."""
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.etcd = LocalEtcdCluster(self.root / "etcd", etcd_members)
@@ -110,13 +116,17 @@ class LocalControlledCluster:
         self.namesrv_proc: subprocess.Popen | None = None
         self.namesrv = ""
         self.netns: dict[int, tuple[str, str]] = {}        # broker id -> (namespace, address to bind)
+        self.acl_file, self.credentials = acl_file, credentials
+        self.broker_credentials: dict[int, tuple[str, str]] = {}   # a broker's own, instead of *credentials*
+        self.broker_controller_addr: dict[int, str] = {}           # a broker's own controllerAddr
 
     # -- processes -------------------------------------------------------------------------------
 
     def _controller_args(self, port: int) -> list[str]:
         return ["controller", "--etcd", ",".join(self.etcd.endpoints), "--host", self.controller_host,
                 "--port", str(port),
-                "--master-timeout-ms", str(self.master_timeout_ms), "--lease-ttl-s", str(self.lease_ttl_s)]
+                "--master-timeout-ms", str(self.master_timeout_ms), "--lease-ttl-s", str(self.lease_ttl_s),
+                *(["--acl", str(self.acl_file)] if self.acl_file else [])]
 
     def start_controller(self, i: int, port: int = 0) -> None:
         log_path = self.root / f"controller{i}.log"
@@ -134,11 +144,16 @@ class LocalControlledCluster:
         conf = self.root / f"b{bid}.conf"
         conf.write_text(
             f"brokerName={self.broker_name}\nbrokerId={bid}\nenableControllerMode=true\n"
-            f"controllerAddr={';'.join(self.controller_addrs.values())}\n"
+            f"controllerAddr={self.broker_controller_addr.get(bid) or ';'.join(self.controller_addrs.values())}\n"
             f"storePathRootDir={self.root / f'b{bid}'}\nnamesrvAddr={self.namesrv}\nlistenPort=0\nhaListenPort=0\n"
             f"bindAddress={bind}\nbrokerIP1={bind}\nflushDiskType=SYNC_FLUSH\n"
             f"mapedFileSizeCommitLog={self.commitlog_bytes}\nmaxHashSlotNum=1009\nmaxIndexNum=20000\n"
             f"consolePort=-1\n")
+        creds = self.broker_credentials.get(bid, self.credentials)
+        if creds:
+            with open(conf, "a") as f:
+                inner = json.dumps({"accessKey": creds[0], "secretKey": creds[1]})
+                f.write(f"innerClientAuthenticationCredentials={inner}\n")
         return conf
 
     def start_broker(self, bid: int) -> None:
@@ -214,7 +229,7 @@ class LocalControlledCluster:
     # -- state over the wire -----------------------------------------------------------------------
 
     async def metadata(self, addr: str) -> RemotingCommand:
-        return await call(addr, RequestCode.CONTROLLER_GET_METADATA_INFO)
+        return await call(addr, RequestCode.CONTROLLER_GET_METADATA_INFO, credentials=self.credentials)
 
     async def active_controller(self) -> str | None:
         """The address the live controllers agree is active and that says so itself."""

@@ -15,6 +15,20 @@ one of them active.  Each serves the remoting protocol on its own port:
   address, isLeader, peers) - what ``mqadmin getControllerMetaData`` prints and what mqadmin's
   ``getSyncStateSet`` / ``electMaster`` use to find the active controller.
 
+Liveness is judged only over time this controller could hear: a broker is declared dead when the
+controller was listening for a whole master timeout without a heartbeat from it.  A controller that
+could not listen for longer than ``DEAF_GAP_S`` - not active for a while (its lease's validity lapsed
+while etcd elected a new leader, which extends leases, so it resumes with the same lease), the lock
+held by an etcd call that hung, or the process paused - missed heartbeats that the brokers did send;
+before it judges anything again it counts every broker as heard at that moment (the master gets a
+full timeout, and a slave is elected only on a report newer than that), as a takeover does.
+
+With an ACL (``acl``, the :class:`~rocketq.acl.AclValidator` of a ``plain_acl.yml``, ``--acl``) every
+request - reads included: nothing here is for ordinary clients - must be an admin account's signed
+request (brokers sign with their credentials as they sign to the NameServers; mqadmin with ``ak``/``sk``)
+or come from a white-listed address; anything else is answered NO_PERMISSION naming why, and logged
+with the peer.  The file is re-read when it changes.
+
 Every request that changes a set is handled under one lock: the core applies it in memory, the change
 is written to etcd with a compare-and-swap (:meth:`EtcdController.persist`), and only then is the broker
 answered.  A failed write is answered SYSTEM_ERROR and the set reloaded from etcd.  Request bodies are
@@ -39,7 +53,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 9878                   # RocketMQ's controller listen port (ControllerConfig)
 DEFAULT_PREFIX = "/rocketq/controller/"
+ACL_WATCH_INTERVAL_S = 1.0            # plain_acl.yml is re-read this soon after it changes
 CHECK_INTERVAL_S = 0.2                # how often the active controller looks for silent masters
+DEAF_GAP_S = 1.0                      # a broker heartbeat interval (rocketq.broker.controlled): longer
+                                      # without a check under the lock, and heartbeats may have been missed
 
 
 def wall_ms() -> int:
@@ -50,7 +67,8 @@ class ControllerServer:
     def __init__(self, etcd_endpoints: list[str], host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                  prefix: str = DEFAULT_PREFIX, master_timeout_ms: int = DEFAULT_MASTER_TIMEOUT_MS,
                  elect_unclean: bool = False, lease_ttl_s: int = DEFAULT_LEASE_TTL_S,
-                 advertise: str | None = None):
+                 advertise: str | None = None, acl=None):
+        self.acl = acl                         # AclValidator or None
         self.etcd = EtcdClient(etcd_endpoints)
         self.core = EtcdController(self.etcd, prefix, master_timeout_ms=master_timeout_ms,
                                    elect_unclean=elect_unclean)
@@ -62,6 +80,7 @@ class ControllerServer:
         self.loaded = False                    # the core holds etcd's state (we are active and loaded it)
         self.leadership: Leadership | None = None
         self._tasks: list[asyncio.Task] = []
+        self._listened_at = 0.0                # loop time of the last check or request handled while active
 
     @property
     def port(self) -> int:
@@ -77,6 +96,8 @@ class ControllerServer:
                                      on_elected=self._elected, on_lost=self._lost)
         self._tasks = [asyncio.create_task(self.leadership.run(), name="controller-leadership"),
                        asyncio.create_task(self._check_loop(), name="controller-check")]
+        if self.acl is not None:
+            self._tasks.append(asyncio.create_task(self._watch_acl_loop(), name="controller-acl-reload"))
         log.info("controller listening on %s (etcd %s, prefix %s)", self.address, ",".join(self.etcd.endpoints),
                  self.prefix)
         return self
@@ -94,7 +115,8 @@ class ControllerServer:
 
     async def _elected(self, leader_rev: int) -> None:
         async with self.lock:
-            await self.core.load_all(wall_ms(), leader_rev)
+            await self.core.load_all(wall_ms(), leader_rev)     # every broker counts as heard now
+            self._listened_at = asyncio.get_running_loop().time()
             self.loaded = True
 
     async def _lost(self) -> None:
@@ -112,13 +134,29 @@ class ControllerServer:
                 continue
             try:
                 async with self.lock:
+                    self._after_deafness()
                     for s in list(self.core.sets.values()):
                         await self._check_and_persist(s, None)
             except (EtcdError, NotLeader) as exc:
                 log.warning("controller check: %s", exc)
 
+    def _after_deafness(self) -> None:
+        """Under the lock, while active: after a gap in listening, count every broker as heard now."""
+        now = asyncio.get_running_loop().time()
+        gap = now - self._listened_at
+        self._listened_at = now
+        if gap <= DEAF_GAP_S or not self.core.sets:
+            return
+        now_ms = wall_ms()
+        for s in self.core.sets.values():
+            for m in s.members.values():
+                m.last_ms = max(m.last_ms, now_ms)
+        log.warning("controller %s could not hear brokers for %.1f s (not active, or stalled): every broker "
+                    "counts as heard now and gets a full timeout", self.address, min(gap, 1e6))
+
     async def _check_and_persist(self, s: BrokerSet, apply) -> dict:
         """Apply *apply* (or a timeout check) to *s*, keep its SyncStateSet, write it; its replica info."""
+        self._after_deafness()
         now_ms = wall_ms()
         old_master, old_epoch = s.master_id, s.epoch
         if apply is not None:
@@ -131,7 +169,18 @@ class ControllerServer:
 
     # -- requests --------------------------------------------------------------------------------
 
+    async def _watch_acl_loop(self) -> None:
+        while True:
+            await asyncio.sleep(ACL_WATCH_INTERVAL_S)
+            self.acl.reload_if_changed()
+
     async def _handle(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        if self.acl is not None:
+            peer = conn.peername[0] if isinstance(conn.peername, tuple) and conn.peername else ""
+            denied = self.acl.check_admin(str(peer), cmd)
+            if denied is not None:
+                log.warning("controller refused request code %d from %s: %s", cmd.code, conn.peer, denied.remark)
+                return denied
         code = cmd.code
         if code == RequestCode.CONTROLLER_GET_METADATA_INFO:
             return await self._metadata(cmd)

@@ -4,7 +4,8 @@ Status rules (``DefaultMessageStore.getMessage``), ``max`` being the next offset
 
 * no such queue -> NO_MATCHED_LOGIC_QUEUE; empty queue -> NO_MESSAGE_IN_QUEUE (next = 0)
 * offset < min -> OFFSET_TOO_SMALL (next = min); offset == max -> OFFSET_OVERFLOW_ONE (next = offset)
-* offset > max -> OFFSET_OVERFLOW_BADLY (next = max, or min when min is 0)
+* offset > max -> OFFSET_OVERFLOW_BADLY (next = max, as RocketMQ 5; 4.x moved to min when min was 0,
+  which after a failover - a consumer past the new master's log end - re-read whole queues)
 * otherwise FOUND, or NO_MATCHED_MESSAGE when a tag filter matched nothing, or
   MESSAGE_WAS_REMOVING when the records are already gone from the log; next = past what was read.
 """
@@ -42,7 +43,7 @@ class QueueReader:
         if offset == hi:
             return GetMessageResult(GetStatus.OFFSET_OVERFLOW_ONE, [], offset, lo, hi)
         if offset > hi:
-            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, [], lo if lo == 0 else hi, lo, hi)
+            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, [], hi, lo, hi)
         return self._read_units(cq, offset, max(1, max_count), tag_codes, max_bytes or MAX_PULL_BYTES, lo, hi,
                                 prefilter)
 
