@@ -9,8 +9,10 @@ pub mod columns;
 pub mod dispatch;
 pub mod filterprops;
 pub mod frame;
+pub mod grpc_conn;
 pub mod grpc_frame;
 pub mod grpc_server;
+pub mod grpc_stream;
 pub mod index;
 pub mod javahash;
 pub mod message;
@@ -79,6 +81,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch::RecordBatch>()?;
     m.add_class::<dispatch::DispatchRun>()?;
     m.add_class::<grpc_server::GrpcServer>()?;
+    m.add_class::<grpc_server::CallMetadata>()?;
     m.add("BatchError", py.get_type::<batch::BatchError>())?;
     m.add("BatchFormatError", py.get_type::<batch::BatchFormatError>())?;
     Ok(())

@@ -177,29 +177,38 @@ def encode_frame_header(code: int, language: int, version: int, opaque: int, fla
     """Length prefix, header-length field and header (JSON or ROCKETMQ binary) of a frame whose body is
     *body_len* bytes; ValueError says what does not fit the header form."""
 
+class CallMetadata:
+    """A call's request headers, kept in Rust until a handler asks for them."""
+
+    def items(self) -> tuple[tuple[str, str], ...]:
+        """``((key, value), ...)`` of the headers but gRPC's own (content-type, te, grpc-timeout,
+        grpc-encoding, grpc-accept-encoding); values that are not UTF-8 decoded lossily."""
+
+
 class GrpcServer:
     """The native gRPC transport (``native/src/grpc_server.rs``): HTTP/2 served on a thread of its own,
     calls handed to Python in batches (:mod:`rocketq.grpc_endpoint.native_transport` drives it).  Binds
-    ``host:port`` at once (OSError when taken); *client_streaming* lists the method paths whose request
-    is a stream (the others are read whole before their call event)."""
+    ``host:port`` at once with a listen queue of *backlog* (OSError when taken); *client_streaming* lists
+    the method paths whose request is a stream (the others are read whole before their call event)."""
 
     port: int
     wake_fd: int          # readable while events are queued; drain() empties it
 
     def __init__(self, host: str, port: int, client_streaming: list[str], *, max_connections: int,
                  max_streams: int, max_calls: int, max_message_bytes: int, idle_timeout_s: float,
-                 keepalive_s: float, max_queued_bytes: int, max_partial_bytes: int) -> None: ...
+                 keepalive_s: float, max_queued_bytes: int, max_partial_bytes: int, backlog: int = 1024) -> None: ...
 
     def drain(self) -> list[tuple]:
-        """The queued events, oldest first: ``(0, id, method path, metadata ((key, value), ...), peer
+        """The queued events, oldest first: ``(0, id, method path, metadata (a CallMetadata), peer
         "ipv4:host:port", timeout seconds or None, request bytes or None for a client stream)``,
         ``(1, id, message)`` of a client stream, ``(2, id)`` its half-close, ``(3, id, grpc status, reason)``
         the call was ended by the transport (client reset, deadline, lost connection, shutdown),
-        ``(4, id)`` a message sent with ack was taken by the client's window."""
+        ``(4, id, length)`` a message (of *length* bytes) sent with ack was taken by the client's window."""
 
     def respond(self, ops: list[tuple[int, bytes | None, int, str, bool]]) -> None:
         """``(id, message or None, grpc status or -1, status message, ack)`` each: the message goes out,
-        then (status not -1) the trailers end the call; ops on ended calls are dropped."""
+        then (status not -1) the trailers end the call; ops on ended calls are dropped.  The batch
+        wakes the transport's thread once."""
 
     def stats(self) -> tuple[int, int, int]:
         """(open connections, calls in progress, bytes queued for Python)."""

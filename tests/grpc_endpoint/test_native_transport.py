@@ -199,3 +199,102 @@ def test_a_server_closed_right_after_it_started_stops():
         closing.start()
         closing.join(10)
         assert not closing.is_alive(), "close() did not return"
+
+
+def _listen_backlog(port: int) -> int:
+    """The listen backlog of the socket listening on *port*: ``ss`` shows it as a listener's Send-Q."""
+    import subprocess
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, timeout=10,
+                         check=True).stdout
+    return int(out.split()[2])
+
+
+def test_the_listen_backlog_is_server_socket_backlog(tmp_path):
+    """serverSocketBacklog holds for the gRPC port too (it was Rust's default, 128, whatever the setting)."""
+    import shutil
+
+    from rocketq import _native as native_ext
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed: it is how the test reads a socket's listen backlog")
+    s = _native(tmp_path, limits=ConnectionLimits(backlog=77))
+    try:
+        assert _listen_backlog(s.endpoint.port) == 77
+        assert _route_ok(s)
+    finally:
+        s.shutdown()
+    with pytest.raises(ValueError, match="backlog 0"):
+        native_ext.GrpcServer("127.0.0.1", 0, [], max_connections=4, max_streams=4, max_calls=4,
+                              max_message_bytes=1024, idle_timeout_s=0.0, keepalive_s=5.0, max_queued_bytes=1024,
+                              max_partial_bytes=1024, backlog=0)
+
+
+def test_a_receive_larger_than_the_write_ahead_arrives_whole(tmp_path):
+    """A server stream hands at most STREAM_WRITE_AHEAD_BYTES to the transport before the client's
+    window has taken them; the transport's WRITTEN events give that room back, so a receive of
+    more than that (here ~2.4 MiB in one call) arrives whole and in order."""
+    from rocketq.grpc_endpoint.native_transport import STREAM_WRITE_AHEAD_BYTES
+    s = _native(tmp_path)
+    try:
+        s.create_topic("Big", 1)
+        n, size = 24, 100 << 10
+        assert n * size > 2 * STREAM_WRITE_AHEAD_BYTES
+        with grpc.insecure_channel(s.access_point, options=[("grpc.max_receive_message_length", -1)]) as ch:
+            stub = spb_grpc.MessagingServiceStub(ch)
+            for i in range(n):
+                m = pb.Message(topic=pb.Resource(name="Big"), body=bytes([i]) * size,
+                               system_properties=pb.SystemProperties(message_id=f"01AABBCCDDEEFF0000000000000000{i:02d}",
+                                                                     message_type=pb.MessageType.NORMAL))
+                assert stub.SendMessage(spb.SendMessageRequest(messages=[m]), metadata=MD, timeout=5).status.code == Code.OK
+            wait_until(lambda: s.call(s.broker.store.max_offset, "Big", 0) == n, what="the sends to be dispatched")
+            req = spb.ReceiveMessageRequest(group=pb.Resource(name="GBig"), message_queue=pb.MessageQueue(
+                topic=pb.Resource(name="Big")), batch_size=32, invisible_duration=ms_duration(30_000),
+                long_polling_timeout=ms_duration(0))
+            got = [r.message.body for r in stub.ReceiveMessage(req, metadata=MD, timeout=20) if r.HasField("message")]
+        assert got == [bytes([i]) * size for i in range(n)]
+        assert _stats(s)[1] == 0
+    finally:
+        s.shutdown()
+
+
+def _one_received(s: ServerThread, stub, topic: str, group: str):
+    m = pb.Message(topic=pb.Resource(name=topic), body=b"eager", system_properties=pb.SystemProperties(
+        message_id="01AABBCCDDEEFF000000000000000099", message_type=pb.MessageType.NORMAL))
+    assert stub.SendMessage(spb.SendMessageRequest(messages=[m]), metadata=MD, timeout=5).status.code == Code.OK
+    wait_until(lambda: s.call(s.broker.store.max_offset, topic, 0) == 1, what="the send to be dispatched")
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name=group), message_queue=pb.MessageQueue(
+        topic=pb.Resource(name=topic)), batch_size=1, invisible_duration=ms_duration(30_000),
+        long_polling_timeout=ms_duration(0))
+    got = [r.message for r in stub.ReceiveMessage(req, metadata=MD, timeout=10) if r.HasField("message")]
+    assert len(got) == 1
+    return got[0]
+
+
+def test_an_eager_handler_that_has_to_wait_goes_on_as_a_task(tmp_path):
+    """AckMessage starts inside the event dispatch; when the pop lock is taken it waits as a task:
+    answered once the lock is free, and cancelled cleanly (lock not taken, nothing held) when its
+    deadline passes first."""
+    s = _native(tmp_path)
+    try:
+        s.create_topic("Eager", 1)
+        lock = s.endpoint.popper.lock
+        with grpc.insecure_channel(s.access_point) as ch:
+            stub = spb_grpc.MessagingServiceStub(ch)
+            msg = _one_received(s, stub, "Eager", "GEager")
+            ack = spb.AckMessageRequest(group=pb.Resource(name="GEager"), topic=pb.Resource(name="Eager"), entries=[
+                spb.AckMessageEntry(message_id=msg.system_properties.message_id,
+                                    receipt_handle=msg.system_properties.receipt_handle)])
+            s.run(lock.acquire())
+            late = stub.AckMessage.future(ack, metadata=MD, timeout=1)
+            with pytest.raises(grpc.RpcError) as exc:
+                late.result(10)
+            assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            wait_until(lambda: _stats(s)[1] == 0, what="the expired ack to be released")
+            pending = stub.AckMessage.future(ack, metadata=MD, timeout=10)
+            wait_until(lambda: _stats(s)[1] == 1, what="the ack to wait for the lock")
+            assert not pending.done()
+            s.call(lock.release)
+            assert pending.result(10).status.code == Code.OK
+            assert not s.call(lock.locked)
+        assert s.call(s.broker.offsets.query, "GEager", "Eager", 0) == 1       # acked: the offset moved past it
+    finally:
+        s.shutdown()

@@ -1,7 +1,7 @@
 """The gRPC endpoint's server CPU per unary call, for each transport (grpcTransport), in one run.
 
-``python -m rocketq.bench.grpc_call_cost [--calls N] [--window W] [--runs R]`` starts a ``rocketq serve``
-per transport and run (alternating, so a noisy machine weighs on both alike), sends N Heartbeat calls
+``python -m rocketq.bench.grpc_call_cost [--calls N] [--window W] [--runs R] [--transports T,...]`` starts a
+``rocketq serve`` per transport and run (alternating, so a noisy machine weighs on both alike), sends N Heartbeat calls
 (the cheapest handler: what is measured is mostly the transport) keeping W in flight from one grpc
 channel, and prints the server process's CPU time (``/proc/<pid>/stat`` utime + stime) per call (and
 the part of it spent on the native transport's HTTP/2 thread) and the calls per second, as JSON lines
@@ -75,11 +75,11 @@ def _calls(endpoint: str, n: int, window: int) -> float:
         return time.perf_counter() - started
 
 
-def run(calls: int, window: int, runs: int) -> dict:
-    out: dict[str, list[dict]] = {t: [] for t in TRANSPORTS}
+def run(calls: int, window: int, runs: int, transports: tuple[str, ...] = TRANSPORTS) -> dict:
+    out: dict[str, list[dict]] = {t: [] for t in transports}
     with tempfile.TemporaryDirectory(prefix="rocketq-callcost-") as tmp:
         for r in range(runs):
-            for t in TRANSPORTS:
+            for t in transports:
                 with ServeProcess(Path(tmp) / f"{t}{r}", "--set", f"grpcTransport={t}", grpc=True) as srv:
                     _calls(srv.grpc_endpoint, min(calls, 2000), window)          # warm-up
                     cpu0, h2_0 = _cpu_s(srv.proc.pid), _thread_cpu_s(srv.proc.pid, NATIVE_THREAD)
@@ -101,8 +101,13 @@ def main(argv=None) -> None:
     ap.add_argument("--calls", type=int, default=20_000)
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--transports", default=",".join(TRANSPORTS), help="comma-separated, of: " + ", ".join(TRANSPORTS))
     a = ap.parse_args(argv)
-    print(json.dumps({"medians": run(a.calls, a.window, a.runs)}), flush=True)
+    transports = tuple(t for t in a.transports.split(",") if t)
+    unknown = [t for t in transports if t not in TRANSPORTS]
+    if unknown or not transports:
+        ap.error(f"--transports {a.transports!r}: each must be one of {', '.join(TRANSPORTS)}")
+    print(json.dumps({"medians": run(a.calls, a.window, a.runs, transports)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from rocketq.broker.pop.pop_state import Handle
 from rocketq.broker.pop.popping import PopError, Popper
 from rocketq.common.validation import topic_error
 from rocketq.filter import Subscription
-from rocketq.grpc_endpoint.convert import stored_to_v2
+from rocketq.grpc_endpoint.convert import v2_fields
 from rocketq.grpc_endpoint.filtering import grpc_filter
 from rocketq.grpc_endpoint.protocol import Code, V2Error, duration_ms, ms_timestamp, spb, status
 from rocketq.grpc_endpoint.cluster_route import check_owner
@@ -27,6 +27,7 @@ from rocketq.grpc_endpoint.settings import EndpointSettings
 log = logging.getLogger(__name__)
 
 DEADLINE_MARGIN_S = 0.5          # answer this long before the client's deadline
+_OK_STATUS = {"code": Code.OK, "message": "OK"}      # status() as the fields a response is built from
 
 
 class ConsumerService:
@@ -79,7 +80,7 @@ class ConsumerService:
             yield spb.ReceiveMessageResponse(status=status())
             namespace = req.group.resource_namespace
             for p in popped:
-                yield spb.ReceiveMessageResponse(message=stored_to_v2(
+                yield spb.ReceiveMessageResponse(message=v2_fields(
                     p.message, topic=topic, namespace=namespace, receipt_handle=p.handle(), invisible_ms=invisible,
                     attempt=p.entry.attempt))
         else:
@@ -118,18 +119,17 @@ class ConsumerService:
             _check_topic(req.topic.name)
         except V2Error as exc:
             return spb.AckMessageResponse(status=exc.to_status())
-        entries = []
+        entries = []                    # as dicts: the response is built once, from them
         async with self._popper.lock:
             for entry in req.entries:
                 try:
                     found = _in_flight(self._popper, group, req.topic.name, entry.receipt_handle, repeat_ok=True)
                     if found is not None:
                         self._popper.finish(*found)
-                    st = status()
+                    st = _OK_STATUS
                 except V2Error as exc:
-                    st = exc.to_status()
-                entries.append(spb.AckMessageResultEntry(message_id=entry.message_id,
-                                                         receipt_handle=entry.receipt_handle, status=st))
+                    st = {"code": exc.code, "message": exc.message}
+                entries.append({"message_id": entry.message_id, "receipt_handle": entry.receipt_handle, "status": st})
         return spb.AckMessageResponse(status=_overall(entries), entries=entries)
 
     async def change_invisible(self, req):
@@ -193,11 +193,11 @@ def _check_topic(topic: str) -> None:
         raise V2Error(Code.ILLEGAL_TOPIC, err)
 
 
-def _overall(entries) -> object:
+def _overall(entries: list[dict]) -> dict:
     if not entries:
-        return status(Code.BAD_REQUEST, "the request holds no entry")
+        return {"code": Code.BAD_REQUEST, "message": "the request holds no entry"}
     if len(entries) == 1:
-        return entries[0].status
-    if all(e.status.code == Code.OK for e in entries):
-        return status()
-    return status(Code.MULTIPLE_RESULTS, "some entries failed; see each entry's status")
+        return entries[0]["status"]
+    if all(e["status"]["code"] == Code.OK for e in entries):
+        return _OK_STATUS
+    return {"code": Code.MULTIPLE_RESULTS, "message": "some entries failed; see each entry's status"}

@@ -26,7 +26,7 @@ from rocketq.broker.timer_messages import PROPERTY_TIMER_DELIVER_MS, PROPERTY_TI
 from rocketq.common.message import Message
 from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import PROPERTY_UNIQ_KEY, plain_body
-from rocketq.grpc_endpoint.protocol import Code, V2Error, ms_duration, ms_timestamp, pb, timestamp_ms
+from rocketq.grpc_endpoint.protocol import Code, V2Error, pb, timestamp_ms
 from rocketq.store.record import StoredMessage
 
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
@@ -144,33 +144,46 @@ def message_type_of(props: dict[str, str]) -> int:
 def stored_to_v2(m: StoredMessage, *, topic: str, namespace: str = "", receipt_handle: str | None = None,
                  invisible_ms: int | None = None, attempt: int | None = None) -> pb.Message:
     """The v2 message a consumer receives (or a producer is asked about, without a receipt handle)."""
+    return pb.Message(**v2_fields(m, topic=topic, namespace=namespace, receipt_handle=receipt_handle,
+                                  invisible_ms=invisible_ms, attempt=attempt))
+
+
+def v2_fields(m: StoredMessage, *, topic: str, namespace: str = "", receipt_handle: str | None = None,
+              invisible_ms: int | None = None, attempt: int | None = None) -> dict:
+    """:func:`stored_to_v2`'s message as the dict protobuf builds it from, nested messages as dicts
+    too: a response made from it (``ReceiveMessageResponse(message=...)``) builds the message once,
+    in place, instead of building six message objects and copying them into it."""
     props = m.properties
     body = plain_body(m.body, m.sys_flag)
-    sp = pb.SystemProperties(
-        keys=m.keys, message_id=props.get(PROPERTY_UNIQ_KEY) or m.msg_id,
-        body_digest=pb.Digest(type=_MD5, checksum=hashlib.md5(body).hexdigest().upper()),
-        body_encoding=_IDENTITY, message_type=message_type_of(props),
-        born_timestamp=ms_timestamp(m.born_timestamp),
-        born_host=props.get(PROPERTY_BORN_HOST) or _ip(m.born_host),
-        store_timestamp=ms_timestamp(m.store_timestamp), store_host=_host_port(m.store_host),
-        queue_id=m.queue_id, queue_offset=m.queue_offset,
-        delivery_attempt=attempt if attempt is not None else m.reconsume_times + 1)
+    sp = {"keys": m.keys, "message_id": props.get(PROPERTY_UNIQ_KEY) or m.msg_id,
+          "body_digest": {"type": _MD5, "checksum": hashlib.md5(body).hexdigest().upper()},
+          "body_encoding": _IDENTITY, "message_type": message_type_of(props),
+          "born_timestamp": _ms_timestamp(m.born_timestamp),
+          "born_host": props.get(PROPERTY_BORN_HOST) or _ip(m.born_host),
+          "store_timestamp": _ms_timestamp(m.store_timestamp), "store_host": _host_port(m.store_host),
+          "queue_id": m.queue_id, "queue_offset": m.queue_offset,
+          "delivery_attempt": attempt if attempt is not None else m.reconsume_times + 1}
     if m.tags is not None:
-        sp.tag = m.tags
+        sp["tag"] = m.tags
     due = props.get(PROPERTY_TIMER_DELIVER_MS) or props.get(PROPERTY_TIMER_OUT_MS)
     if due is not None and due.isdigit():
-        sp.delivery_timestamp.CopyFrom(ms_timestamp(int(due)))
+        sp["delivery_timestamp"] = _ms_timestamp(int(due))
     if PROPERTY_SHARDING_KEY in props:
-        sp.message_group = props[PROPERTY_SHARDING_KEY]
+        sp["message_group"] = props[PROPERTY_SHARDING_KEY]
     if PROPERTY_TRACE_CONTEXT in props:
-        sp.trace_context = props[PROPERTY_TRACE_CONTEXT]
+        sp["trace_context"] = props[PROPERTY_TRACE_CONTEXT]
     if receipt_handle is not None:
-        sp.receipt_handle = receipt_handle
+        sp["receipt_handle"] = receipt_handle
     if invisible_ms is not None:
-        sp.invisible_duration.CopyFrom(ms_duration(invisible_ms))
+        sp["invisible_duration"] = {"seconds": invisible_ms // 1000, "nanos": (invisible_ms % 1000) * 1_000_000}
     user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}
-    return pb.Message(topic=pb.Resource(name=topic, resource_namespace=namespace), user_properties=user,
-                      system_properties=sp, body=body)
+    return {"topic": {"name": topic, "resource_namespace": namespace}, "user_properties": user,
+            "system_properties": sp, "body": body}
+
+
+def _ms_timestamp(ms: int) -> dict:
+    """A Timestamp's fields (:func:`~rocketq.grpc_endpoint.protocol.ms_timestamp`) as a dict."""
+    return {"seconds": ms // 1000, "nanos": (ms % 1000) * 1_000_000}
 
 
 @functools.lru_cache(maxsize=1024)

@@ -90,6 +90,9 @@ SESSION_EXPIRY_INTERVAL_S = 1.0
 GRPC_MESSAGE_SLACK_BYTES = 1 << 20     # room for the envelope around a maximal body
 STOP_GRACE_S = 0.5
 CLIENT_STREAMING = [f"/{SERVICE_NAME}/Telemetry"]     # the one method whose request is a stream
+# unary methods the native transport starts inside its event dispatch (native_transport's module doc):
+# their handlers use no asyncio.timeout and no current_task before their first await
+EAGER_METHODS = [f"/{SERVICE_NAME}/{m}" for m in ("Heartbeat", "SendMessage", "AckMessage", "ChangeInvisibleDuration")]
 
 
 def _parse_endpoint(addr: str) -> pb.Endpoints:
@@ -158,7 +161,8 @@ class GrpcEndpoint:
         if registrar is not None:                  # other groups' endpoints list this one in their routes
             registrar.advertise(GRPC_ENDPOINTS_NAMESPACE, self.broker.address, self.address)
         if native:
-            self._server.add_handlers(method_handlers(_Servicer(self)))
+            self._server.add_handlers(method_handlers(_Servicer(self)), eager=EAGER_METHODS)
+            self._server.set_dispatch_scope(self.pop_state.batched)   # a batch's acks: one pop-log write
         else:
             self._server.add_generic_rpc_handlers((service_handlers(_Servicer(self)),))
         await self._server.start()

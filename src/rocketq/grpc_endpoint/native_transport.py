@@ -8,22 +8,34 @@ every queued event at once (:meth:`NativeServer._on_events`):
 * a new call (id, method path, metadata, peer, timeout, the request of a unary-request method)
   becomes a task running the method's handler - the very handlers grpc.aio runs, looked up in the
   table of :func:`rocketq.grpc_endpoint.protocol.method_handlers`, with a :class:`NativeContext`
-  that offers what they use of grpc's context (metadata, peer, time_remaining, write, abort);
+  that offers what they use of grpc's context (metadata, peer, time_remaining, write, abort).
+  Methods registered as *eager* (unary handlers that need no current task before their first
+  await: no ``asyncio.timeout``, no ``current_task``) run at once, inside the event dispatch, up to
+  their first await; only one that awaits something not ready yet goes on as a task (as Python
+  3.12's eager task factory does).  Most acks and heartbeats finish right there: no task, no
+  extra loop pass.  The dispatch runs inside the owner's *dispatch scope* (the endpoint's: one
+  write to the pop log for all the acks of a batch), and the answers go to the transport after it;
 * a message / half-close of a client stream (Telemetry) goes to that call's request iterator;
 * a cancel (client reset, deadline, lost connection, server stopping) cancels the call's task;
-* "written" tells a server-streaming call that the client's window took one more message.
+* "written" tells a server-streaming call that the client's window took one more message (and
+  its length).
 
 Answers are collected during one pass of the loop and handed to Rust in one call
-(:meth:`NativeServer._flush`).  Limits: the Rust side holds the connection, stream, call, message
-size and queued-bytes bounds (see its module doc); here a server stream has at most
-``STREAM_WRITE_AHEAD`` messages not yet taken by the client (StreamStallGuard ends one that stays
-stuck), and a client stream at most ``MAX_INBOX_MESSAGES`` messages not yet read by its handler.
+(:meth:`NativeServer._flush`), at the latest when the pass ends; the answers of handlers that
+finish while their batch of events is handled go at once.  Limits: the Rust side holds the
+connection, stream, call, message size and queued-bytes bounds (see its module doc); here a server
+stream has at most ``STREAM_WRITE_AHEAD_BYTES`` of messages not yet taken by the client (but always
+one message; StreamStallGuard ends a stream that stays stuck) - bytes, not messages, so that a
+receive of 32 small messages goes out in one pass instead of waiting for the client's window
+every few messages - and a client stream at most ``MAX_INBOX_MESSAGES`` messages not yet read by
+its handler.
 TLS is not offered: with ``tlsMode`` on, the endpoint keeps grpcio (:mod:`.endpoint`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 
@@ -33,7 +45,7 @@ from rocketq import _native
 
 log = logging.getLogger(__name__)
 
-STREAM_WRITE_AHEAD = 8             # messages of one server stream handed over before the client's window took them
+STREAM_WRITE_AHEAD_BYTES = 1 << 20  # of one server stream's messages handed over before the client's window took them
 MAX_INBOX_MESSAGES = 256           # client-stream messages waiting for their handler
 MAX_QUEUED_BYTES = 64 << 20        # request bytes the transport queues for Python before it stops reading
 MAX_PARTIAL_BYTES = 512 << 20      # bytes of requests not complete yet, over all streams
@@ -49,19 +61,21 @@ class Aborted(Exception):
 class NativeContext:
     """What the handlers use of grpc's ServicerContext, for one call."""
 
-    __slots__ = ("_deadline", "_md", "_peer", "_room", "_serialize", "_server", "_unacked", "done", "id", "inbox",
-                 "task")
+    __slots__ = ("_deadline", "_md", "_peer", "_room", "_serialize", "_server", "_unacked_bytes", "done", "id",
+                 "inbox", "task")
 
     def __init__(self, server: NativeServer, call_id: int, md, peer: str, deadline: float | None, serialize):
         self._server, self.id, self._md, self._peer = server, call_id, md, peer
         self._deadline, self._serialize = deadline, serialize
         self.task: asyncio.Task | None = None
         self.inbox: asyncio.Queue | None = None
-        self._unacked = 0
+        self._unacked_bytes = 0
         self._room: asyncio.Future | None = None
         self.done = False
 
     def invocation_metadata(self):
+        if not isinstance(self._md, tuple):
+            self._md = self._md.items()         # made from the request's headers the first time it is asked for
         return self._md
 
     def peer(self) -> str:
@@ -73,17 +87,19 @@ class NativeContext:
         return max(0.0, self._deadline - self._server.loop.time())
 
     async def write(self, message) -> None:
-        """Sends one message of a server stream; waits while ``STREAM_WRITE_AHEAD`` are not taken."""
-        while self._unacked >= STREAM_WRITE_AHEAD:
+        """Sends one message of a server stream; waits while the messages not taken yet by the client
+        and this one would be over ``STREAM_WRITE_AHEAD_BYTES`` (one message always goes)."""
+        data = self._serialize(message)
+        while self._unacked_bytes and self._unacked_bytes + len(data) > STREAM_WRITE_AHEAD_BYTES:
             self._room = self._server.loop.create_future()
             await self._room
         if self.done:
             raise Aborted("the call has ended")
-        self._unacked += 1
-        self._server.op(self.id, self._serialize(message), -1, "", True)
+        self._unacked_bytes += len(data)
+        self._server.op(self.id, data, -1, "", True)
 
-    def written(self) -> None:
-        self._unacked -= 1
+    def written(self, nbytes: int) -> None:
+        self._unacked_bytes -= nbytes
         if self._room is not None and not self._room.done():
             self._room.set_result(None)
 
@@ -116,17 +132,27 @@ class NativeServer:
                                           max_streams=max_streams, max_calls=max_calls,
                                           max_message_bytes=max_message_bytes, idle_timeout_s=idle,
                                           keepalive_s=limits.write_stall_timeout_s,
-                                          max_queued_bytes=MAX_QUEUED_BYTES, max_partial_bytes=MAX_PARTIAL_BYTES)
+                                          max_queued_bytes=MAX_QUEUED_BYTES, max_partial_bytes=MAX_PARTIAL_BYTES,
+                                          backlog=limits.backlog)
         self.port = self._native.port
         self._handlers: dict = {}
+        self._eager: frozenset[str] = frozenset()
+        self._scope = contextlib.nullcontext
         self._calls: dict[int, NativeContext] = {}
         self._ops: list = []
         self._flush_pending = False
         self._reading = False
 
-    def add_handlers(self, handlers: dict) -> None:
-        """*handlers*: full method path -> grpc.RpcMethodHandler."""
+    def add_handlers(self, handlers: dict, *, eager=()) -> None:
+        """*handlers*: full method path -> grpc.RpcMethodHandler; *eager*: paths of unary methods whose
+        handler may start inside the event dispatch (see the module doc)."""
         self._handlers.update(handlers)
+        self._eager = self._eager | frozenset(eager)
+
+    def set_dispatch_scope(self, scope) -> None:
+        """*scope*: a context manager factory each batch of events is dispatched in (with no await in
+        it); the answers of the batch go to the transport once it has been left."""
+        self._scope = scope
 
     def stats(self) -> tuple[int, int, int]:
         """(connections, calls in progress, bytes queued for Python), from the Rust side."""
@@ -151,8 +177,14 @@ class NativeServer:
     # -- events from the transport ---------------------------------------------------------------
 
     def _on_events(self) -> None:
+        with self._scope():
+            self._dispatch(self._native.drain())
+        if self._ops:
+            self._flush()                    # what the eager handlers answered goes now, not a loop pass later
+
+    def _dispatch(self, events: list) -> None:
         calls = self._calls
-        for ev in self._native.drain():
+        for ev in events:
             kind = ev[0]
             if kind == EV_CALL:
                 self._start_call(ev)
@@ -161,7 +193,7 @@ class NativeServer:
             if ctx is None:
                 continue
             if kind == EV_WRITTEN:
-                ctx.written()
+                ctx.written(ev[2])
             elif kind == EV_MESSAGE or kind == EV_HALF_CLOSE:
                 if ctx.inbox.qsize() >= MAX_INBOX_MESSAGES:
                     ctx.finish(_RESOURCE_EXHAUSTED, f"the client sent more than {MAX_INBOX_MESSAGES} messages "
@@ -190,6 +222,9 @@ class NativeServer:
             coro = self._streams(ctx, h.unary_stream, h.request_deserializer(body), True)
         else:
             coro = self._unary(ctx, h, body)
+            if method in self._eager:
+                ctx.task = _start_eagerly(self.loop, coro)     # None: done already (and out of self._calls)
+                return
         ctx.task = self.loop.create_task(coro)
 
     async def _unary(self, ctx: NativeContext, h, body: bytes) -> None:
@@ -237,6 +272,48 @@ class NativeServer:
             self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
-        ops, self._ops = self._ops, []
         self._flush_pending = False
-        self._native.respond(ops)
+        if self._ops:
+            ops, self._ops = self._ops, []
+            self._native.respond(ops)
+
+
+def _start_eagerly(loop, coro) -> asyncio.Task | None:
+    """Runs *coro* up to its first suspension here and now; None when it finished, else the task
+    that goes on running it."""
+    try:
+        waiting_on = coro.send(None)
+    except StopIteration:
+        return None
+    return loop.create_task(_go_on(coro, waiting_on))
+
+
+async def _go_on(coro, waiting_on):
+    return await _Resumed(coro, waiting_on)
+
+
+class _Resumed:
+    """Awaiting it goes on running *coro*, which was started elsewhere and last yielded *waiting_on*
+    (a future, or None for a bare yield): the task running this passes every yield, value and
+    exception (a cancellation) through, as ``yield from coro`` would."""
+
+    __slots__ = ("_coro", "_waiting_on")
+
+    def __init__(self, coro, waiting_on):
+        self._coro, self._waiting_on = coro, waiting_on
+
+    def __await__(self):
+        coro, out = self._coro, self._waiting_on
+        while True:
+            try:
+                value = yield out
+            except BaseException as exc:          # noqa: BLE001 - a cancellation (or throw()) goes to coro
+                try:
+                    out = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    out = coro.send(value)
+                except StopIteration as stop:
+                    return stop.value

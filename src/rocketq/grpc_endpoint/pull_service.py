@@ -53,7 +53,7 @@ from rocketq.broker import filtered_reads
 from rocketq.broker.pull import MAX_PULL_MESSAGES, status_code
 from rocketq.filter import Subscription
 from rocketq.grpc_endpoint.consumer_service import ConsumerService, long_polling_s
-from rocketq.grpc_endpoint.convert import stored_to_v2
+from rocketq.grpc_endpoint.convert import v2_fields
 from rocketq.grpc_endpoint.protocol import Code, V2Error, pb, spb, status, timestamp_ms
 from rocketq.grpc_endpoint.cluster_route import check_owner
 from rocketq.grpc_endpoint.route import topic_config
@@ -98,7 +98,7 @@ class PullService:
         got = await self._read(plan)
         yield spb.PullMessageResponse(status=status(got.code, got.reason or pb.Code.Name(got.code)))
         for m in got.messages:
-            yield spb.PullMessageResponse(message=stored_to_v2(m, topic=plan.topic, namespace=plan.namespace))
+            yield spb.PullMessageResponse(message=v2_fields(m, topic=plan.topic, namespace=plan.namespace))
         yield spb.PullMessageResponse(next_offset=got.next_offset)
 
     def _plan(self, req, context) -> _PullPlan:

@@ -35,6 +35,7 @@ The file is rewritten with only the live state at start-up and whenever it grows
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import struct
 import threading
@@ -67,13 +68,19 @@ class PopLogCorrupt(Exception):
 
 
 def encode(r: PopRecord) -> bytes:
-    names = [r.group.encode(), r.topic.encode()] + ([r.client.encode()] if r.kind == RENEWING else [])
-    if any(len(n) > MAX_NAME_BYTES for n in names):
-        raise ValueError(f"group {r.group[:40]!r}, topic {r.topic[:40]!r} or client {r.client[:40]!r} is longer "
-                         f"than {MAX_NAME_BYTES} bytes")
-    payload = (_FIXED.pack(r.kind, r.queue_id, r.offset, r.version, r.deadline_ms, r.attempt)
-               + b"".join(len(n).to_bytes(2, "big") + n for n in names))
+    names = _names(r.group, r.topic, r.client if r.kind == RENEWING else None)
+    payload = _FIXED.pack(r.kind, r.queue_id, r.offset, r.version, r.deadline_ms, r.attempt) + names
     return _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+@functools.lru_cache(maxsize=4096)
+def _names(group: str, topic: str, client: str | None) -> bytes:
+    """The length-prefixed names of a record (cached: every record of a queue repeats them)."""
+    names = [group.encode(), topic.encode()] + ([client.encode()] if client is not None else [])
+    if any(len(n) > MAX_NAME_BYTES for n in names):
+        raise ValueError(f"group {group[:40]!r}, topic {topic[:40]!r} or client {(client or '')[:40]!r} is longer "
+                         f"than {MAX_NAME_BYTES} bytes")
+    return b"".join(len(n).to_bytes(2, "big") + n for n in names)
 
 
 def decode_all(data: bytes, *, path: str = "pop.log") -> tuple[list[PopRecord], int]:
