@@ -62,12 +62,19 @@ pub const MAX_QUEUE_ID: i64 = i32::MAX as i64;
 const NO_GROUP: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
-struct Span {
+pub(crate) struct Span {
     ptr: *const u8,
     len: usize,
 }
 
 impl Span {
+    /// `len` bytes of the batch's arena, pointed at when the builder finishes (`arena_props`).
+    pub(crate) fn unset(len: usize) -> Span {
+        Span {
+            ptr: std::ptr::null(),
+            len,
+        }
+    }
     fn of(b: &[u8]) -> Span {
         Span {
             ptr: b.as_ptr(),
@@ -131,7 +138,7 @@ fn topic_text(t: &[u8]) -> String {
 
 /// Names a message in errors: "message 3", or "message" when a batch holds one row.
 #[derive(Clone, Copy)]
-enum Which {
+pub(crate) enum Which {
     Index(usize),
     Single,
 }
@@ -146,25 +153,25 @@ impl std::fmt::Display for Which {
 }
 
 /// What the builder needs to know about the store.
-struct Limits {
-    max_body: usize,
-    store_v6: bool,
+pub(crate) struct Limits {
+    pub(crate) max_body: usize,
+    pub(crate) store_v6: bool,
 }
 
 /// Collects records, interning topics and grouping consumable records by (topic, queue).
-struct Builder {
+pub(crate) struct Builder {
     recs: Vec<Rec>,
     topics: Vec<Vec<u8>>,
     groups: Vec<(u32, i32, u32)>,
-    arena: Vec<u8>,
-    arena_props: Vec<(usize, usize, usize)>, // (record, start, len) to point into the arena at the end
-    keep: Vec<Py<PyAny>>,
+    pub(crate) arena: Vec<u8>,
+    pub(crate) arena_props: Vec<(usize, usize, usize)>, // (record, start, len) to point into the arena at the end
+    pub(crate) keep: Vec<Py<PyAny>>,
     total: usize,
     limits: Limits,
 }
 
 impl Builder {
-    fn new(limits: Limits, capacity: usize) -> Builder {
+    pub(crate) fn new(limits: Limits, capacity: usize) -> Builder {
         Builder {
             recs: Vec::with_capacity(capacity),
             topics: Vec::new(),
@@ -200,7 +207,7 @@ impl Builder {
 
     /// Checks the parts every path shares and adds the record.  `which` names the message in errors.
     #[allow(clippy::too_many_arguments)]
-    fn push(
+    pub(crate) fn push(
         &mut self,
         which: Which,
         topic: &[u8],
@@ -289,7 +296,7 @@ impl Builder {
         Ok(())
     }
 
-    fn finish(
+    pub(crate) fn finish(
         mut self,
         py: Python<'_>,
         check_topic: Option<&Bound<'_, PyAny>>,
@@ -350,7 +357,7 @@ fn int_field(v: &Bound<'_, PyAny>, which: Which, name: &str) -> PyResult<i64> {
     })
 }
 
-fn host_arg(ip: &[u8], port: i64, what: &str) -> PyResult<Host> {
+pub(crate) fn host_arg(ip: &[u8], port: i64, what: &str) -> PyResult<Host> {
     let port = i32::try_from(port)
         .map_err(|_| PyValueError::new_err(format!("{what} port {port} is out of range")))?;
     Host::new(ip, port).ok_or_else(|| {
@@ -362,7 +369,7 @@ fn host_arg(ip: &[u8], port: i64, what: &str) -> PyResult<Host> {
 }
 
 /// The `bytes` of `obj`: itself when it is `bytes`, else a copy (kept alive by the batch).
-fn as_bytes<'py>(
+pub(crate) fn as_bytes<'py>(
     obj: &Bound<'py, PyAny>,
     keep: &mut Vec<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyBytes>> {

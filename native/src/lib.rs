@@ -21,6 +21,7 @@ pub mod props;
 pub mod reads;
 pub mod record;
 pub mod scan;
+pub mod send;
 pub mod sink;
 pub mod slots;
 pub mod wire;
@@ -78,6 +79,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sink::encode_sink_rows, m)?)?;
     m.add_function(wrap_pyfunction!(frame::decode_frames, m)?)?;
     m.add_function(wrap_pyfunction!(frame::encode_frame_header, m)?)?;
+    m.add_function(wrap_pyfunction!(send::send_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(send::stage_send, m)?)?;
     m.add_class::<batch::RecordBatch>()?;
     m.add_class::<dispatch::DispatchRun>()?;
     m.add_class::<grpc_server::GrpcServer>()?;

@@ -215,3 +215,19 @@ class GrpcServer:
 
     def close(self, grace_s: float) -> None:
         """Stop accepting, GOAWAY to every connection, *grace_s* for calls to end, then close all."""
+
+def send_fields(ext_fields: dict) -> tuple[str, str, int, int, int, int, int, int, str] | None:
+    """A SEND_MESSAGE(_V2) header's fields, V1 or V2 names: ``(topic, defaultTopic, defaultTopicQueueNums,
+    queueId, sysFlag, bornTimestamp, flag, reconsumeTimes, properties)`` with RocketMQ's defaults; None when
+    a field is missing or in a form only the Python path reads (integers other than ``-?[0-9]{1,18}``
+    strings, a V2 header that also has V1 names)."""
+
+def stage_send(topic: str, queue_id: int, flag: int, sys_flag: int, born_timestamp: int, born_ip: bytes,
+               born_port: int, reconsume_times: int, body: bytes, properties: str, cluster: str, *,
+               max_body_bytes: int, store_v6: bool,
+               check_topic: Callable[[str], str | None] | None = None) -> tuple[RecordBatch, str | None, bool] | None:
+    """The one-record batch of a sent message whose properties need no policy: ``(batch, UNIQ_KEY or
+    None, has __SHARDINGKEY)``, the record's properties being *properties* (terminated) then
+    ``CLUSTER\\x01<cluster>\\x02``.  None for properties that are not plain unique ``k\\x01v\\x02`` pairs
+    or that name DELAY, TRAN_MSG, CLUSTER or a TIMER_ property.  Raises BatchError as
+    ``RecordBatch.from_messages`` does."""

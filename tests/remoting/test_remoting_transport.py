@@ -50,9 +50,11 @@ class Handler:
         self.blocked = 0
         self.blocked_changed = asyncio.Event()
         self.conns = []
+        self.in_task: list[bool] = []             # per request: did its handler start inside a task?
 
     async def __call__(self, conn, cmd):
         self.seen.append(cmd)
+        self.in_task.append(asyncio.current_task() is not None)
         if conn not in self.conns:
             self.conns.append(conn)
         if cmd.code == ECHO:
@@ -439,6 +441,51 @@ def test_server_close_cancels_stuck_handlers(run):
         client = RemotingClient(HOST, server.port)
         pending = asyncio.ensure_future(client.invoke(RemotingCommand.create_request(BLOCK), timeout_s=WAIT_S))
         await handler.until_blocked(1)
+        await server.close()
+        with pytest.raises(RemotingConnectionClosedError):
+            await pending
+        await client.close()
+    run(main())
+
+
+EAGER = frozenset({ECHO, BLOCK, FAIL, BAD_FIELD})
+
+
+def test_eager_codes_are_handled_inside_data_received_and_waits_go_on_in_a_task(run):
+    """A request of an eager code starts its handler without a task; one that waits (BLOCK) is carried on
+    by a task from where it stopped, gets what it waited for, and counts against the in-flight limit."""
+    async def main():
+        handler = Handler()
+        async with await start_server(handler, eager_codes=EAGER, max_inflight_per_connection=2) as server, \
+                RemotingClient(HOST, server.port) as client:
+            response = await client.invoke(echo(7, b"payload"), timeout_s=WAIT_S)
+            assert response.get_int("i") == 7 and response.body == b"payload"
+            assert handler.in_task == [False]
+            blocked = [asyncio.ensure_future(client.invoke(RemotingCommand.create_request(BLOCK), timeout_s=WAIT_S))
+                       for _ in range(2)]
+            await handler.until_blocked(2)
+            assert (await client.invoke(echo(), timeout_s=WAIT_S)).code == ResponseCode.SYSTEM_BUSY
+            handler.release.set()
+            assert [r.remark for r in await asyncio.gather(*blocked)] == ["released", "released"]
+            failed = await client.invoke(RemotingCommand.create_request(FAIL), timeout_s=WAIT_S)
+            assert failed.code == ResponseCode.SYSTEM_ERROR and "handler exploded" in failed.remark
+            assert (await client.invoke(echo(1), timeout_s=WAIT_S)).code == ResponseCode.SUCCESS
+            assert not any(handler.in_task)
+    run(main())
+
+
+def test_server_close_cancels_an_eager_handler_that_waits(run):
+    async def main():
+        handler = Handler()
+        server = await start_server(handler, eager_codes=EAGER)
+        client = RemotingClient(HOST, server.port)
+        pending = asyncio.ensure_future(client.invoke(RemotingCommand.create_request(BLOCK), timeout_s=WAIT_S))
+        await handler.until_blocked(1)
+        conn = next(iter(server.connections))
+        stuck = conn.cancel_handlers()
+        assert len(stuck) == 1                    # the eager handler went on in a task, which can be cancelled
+        await asyncio.gather(*stuck, return_exceptions=True)
+        assert stuck[0].cancelled() and conn.inflight == 0
         await server.close()
         with pytest.raises(RemotingConnectionClosedError):
             await pending

@@ -60,6 +60,7 @@ from rocketq.broker.send import (
     terminate_properties,
 )
 from rocketq.broker.send_back import consumer_send_back
+from rocketq.broker.send_plain import send_fields, send_plain
 from rocketq.broker.settings import BrokerSettings  # callers import it from here too
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
@@ -88,6 +89,10 @@ log = logging.getLogger(__name__)
 
 OFFSET_PERSIST_INTERVAL_S = 5.0
 ACL_WATCH_INTERVAL_S = 1.0                 # plain_acl.yml is re-read this soon after it changes
+# sends start their handler inside the connection's data_received (see RemotingConnection): under
+# ASYNC_FLUSH they finish there, without a task per request
+EAGER_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+
 
 class Broker:
     def __init__(self, settings: BrokerSettings, store_config: StoreConfig):
@@ -138,7 +143,7 @@ class Broker:
         # one certificate (reloaded when its files change) for the remoting, HA and gRPC ports
         self.server_tls = ServerTls(self.settings.tls) if self.settings.tls.mode != TlsMode.DISABLED else None
         self.server = RemotingServer(self._handle, self.settings.host, self.settings.port, tls=self.server_tls,
-                                     limits=self.settings.limits, what="broker")
+                                     limits=self.settings.limits, what="broker", eager_codes=EAGER_CODES)
         await self.server.start(serving=False)             # bound: the port is known, nobody served yet
         host = self.settings.announce_host or (
             "127.0.0.1" if self.settings.host in ("0.0.0.0", "") else self.settings.host)
@@ -373,12 +378,19 @@ class Broker:
     # -- producing ---------------------------------------------------------------------------
 
     def _topic_for_send(self, cmd: RemotingCommand) -> TopicConfig | RemotingCommand:
-        topic = cmd.get_str("topic")
+        return self.topic_config_for_send(cmd, cmd.get_str("topic"), cmd.get_str("defaultTopic", "TBW102"),
+                                          cmd.get_int("defaultTopicQueueNums", 4))
+
+    topic_for_send = _topic_for_send
+
+    def topic_config_for_send(self, cmd: RemotingCommand, topic: str, default_topic: str,
+                              default_queue_nums: int) -> TopicConfig | RemotingCommand:
+        """The config of the topic a send names (created from *default_topic* when auto-creation is
+        on), or the answer refusing the send."""
         if topic in NOT_ALLOWED_SEND_TOPICS:      # the broker's own (schedule, half, op ...) topics
             return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION,
                                                    f"Sending message to topic[{topic}] is forbidden.")
-        tc = self.topics.get(topic) or self.topics.create_in_send(
-            topic, cmd.get_str("defaultTopic", "TBW102"), cmd.get_int("defaultTopicQueueNums", 4))
+        tc = self.topics.get(topic) or self.topics.create_in_send(topic, default_topic, default_queue_nums)
         if tc is None:
             return RemotingCommand.create_response(cmd, ResponseCode.TOPIC_NOT_EXIST,
                                                    f"topic[{topic}] not exist, apply first please!")
@@ -387,13 +399,14 @@ class Broker:
                                                    f"the topic[{topic}] sending is forbidden")
         return tc
 
-    topic_for_send = _topic_for_send
-
     @staticmethod
     def _queue_id(cmd: RemotingCommand, tc: TopicConfig, conn) -> int | RemotingCommand:
-        """The queue asked for, a random writable one for -1, or Java's SYSTEM_ERROR for a queue the topic does
-        not have (a producer whose route is older than a shrunk topic): its client then tries another queue."""
-        qid = cmd.get_int("queueId", -1)
+        return Broker.queue_for_send(cmd, cmd.get_int("queueId", -1), tc, conn)
+
+    @staticmethod
+    def queue_for_send(cmd: RemotingCommand, qid: int, tc: TopicConfig, conn) -> int | RemotingCommand:
+        """Queue *qid* as asked for, a random writable one for -1, or Java's SYSTEM_ERROR for a queue the topic
+        does not have (a producer whose route is older than a shrunk topic): its client then tries another queue."""
         if qid < 0:
             return random.randrange(tc.write_queue_nums)
         if qid >= max(tc.write_queue_nums, tc.read_queue_nums):
@@ -406,6 +419,15 @@ class Broker:
         busy = self.replication.refuse_send(cmd) or self.flow_control.check(cmd)
         if busy is not None:
             return busy
+        fields = send_fields(cmd.ext_fields)
+        if fields is not None:              # header fields in one native call; None: the general path says why
+            response = await send_plain(self, conn, cmd, fields, _host_of(conn))
+            if response is not None:
+                return response
+        return await self._send_routed(conn, cmd)
+
+    async def _send_routed(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        """A single message through its policy: delay levels, timers, transaction halves."""
         send_header(cmd)
         tc = self._topic_for_send(cmd)
         if isinstance(tc, RemotingCommand):

@@ -16,7 +16,6 @@ The client library retries SYSTEM_BUSY on another broker, as Java's producer doe
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 
 from rocketq.remoting import RemotingCommand, ResponseCode
 
@@ -32,6 +31,7 @@ class FlowControl:
         self._clock = clock
         self.inflight_sends = 0
         self.refused = 0
+        self._sending = _Sending(self)
 
     def check(self, cmd: RemotingCommand) -> RemotingCommand | None:
         """None when the send may go ahead, else the SYSTEM_BUSY answer."""
@@ -50,14 +50,26 @@ class FlowControl:
                                    f"dispatch is {lag} messages behind")
         return None
 
-    @contextmanager
-    def sending(self):
-        self.inflight_sends += 1
-        try:
-            yield
-        finally:
-            self.inflight_sends -= 1
+    def sending(self) -> "_Sending":
+        """``with flow_control.sending(): ...`` counts a send in flight (one object, reused,
+        where ``contextlib.contextmanager`` made a generator and a wrapper per send)."""
+        return self._sending
 
     def _busy(self, cmd: RemotingCommand, remark: str) -> RemotingCommand:
         self.refused += 1
         return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_BUSY, remark)
+
+
+class _Sending:
+    """The context manager :meth:`FlowControl.sending` returns."""
+
+    __slots__ = ("_flow",)
+
+    def __init__(self, flow: FlowControl):
+        self._flow = flow
+
+    def __enter__(self) -> None:
+        self._flow.inflight_sends += 1
+
+    def __exit__(self, *exc) -> None:
+        self._flow.inflight_sends -= 1

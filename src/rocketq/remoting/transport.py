@@ -84,8 +84,9 @@ class RemotingServer:
                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
                  on_connect: Callable[[RemotingConnection], object] | None = None,
                  tls: ServerTls | None = None, limits: ConnectionLimits = ConnectionLimits(),
-                 what: str = "remoting server") -> None:
+                 what: str = "remoting server", eager_codes: frozenset[int] = frozenset()) -> None:
         self._handler = handler
+        self._eager_codes = eager_codes                    # see RemotingConnection
         self.limits = limits
         self.what = what                                   # names the port in logs
         self.admission: Admission | None = None            # made at start(): the limit may come from RLIMIT_NOFILE
@@ -174,7 +175,7 @@ class RemotingServer:
     def _new_connection(self) -> RemotingConnection:
         conn = _ServerConnection(self, self._handler, max_frame_bytes=self._max_frame_bytes,
                                  max_inflight=self._max_inflight, max_pending=self._max_pending,
-                                 request_timeout_s=self._request_timeout_s)
+                                 request_timeout_s=self._request_timeout_s, eager_codes=self._eager_codes)
         return conn
 
     def _admit_handshake(self, handing_over: int) -> bool:

@@ -18,6 +18,7 @@ drains the dispatcher, flushes everything, writes the checkpoint and removes ``a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -329,23 +330,49 @@ class MessageStore(StoreMaintenance):
     async def put_message_async(self, msg: Message) -> PutMessageResult:
         """``put_message`` for an asyncio producer: under SYNC_FLUSH it awaits the group commit
         instead of blocking the event loop (one wake-up per fsync for all of a loop's producers)."""
-        import asyncio
         result = self._append_one(msg)
-        if self.group_commit is not None and result.status == PutStatus.PUT_OK:
-            # the group-commit thread resolves the future False once syncFlushTimeout has passed
-            if not await self.group_commit.wait_flushed_future(result.physical_offset + result.wrote_bytes,
-                                                               asyncio.get_running_loop()):
-                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        if self.group_commit is not None and result.status is PutStatus.PUT_OK:
+            await self._until_flushed(result)
         return result
 
-    def _append_one(self, msg: Message) -> PutMessageResult:
+    async def put_staged_async(self, batch: RecordBatch) -> PutMessageResult:
+        """``put_message_async`` of a one-record batch from :meth:`stage_sent`."""
+        result = self._refusal() or self._append_single(batch)
+        if self.group_commit is not None and result.status is PutStatus.PUT_OK:
+            await self._until_flushed(result)
+        return result
+
+    def stage_sent(self, topic: str, queue_id: int, **header) -> tuple[RecordBatch, str | None, bool] | None:
+        """A SEND_MESSAGE(_V2) request's message as a batch to :meth:`put_staged_async`, or None when
+        it needs the general path; see :meth:`Preparer.sent`."""
+        return self._preparer.sent(topic, queue_id, **header)
+
+    async def _until_flushed(self, result: PutMessageResult) -> None:
+        # the group-commit thread resolves the future False once syncFlushTimeout has passed
+        if not await self.group_commit.wait_flushed_future(result.physical_offset + result.wrote_bytes,
+                                                           asyncio.get_running_loop()):
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+
+    def _refusal(self) -> PutMessageResult | None:
+        """Why no message may be appended now (checked before appending: a refused message must
+        never be delivered later), or None."""
         if not self.running:
             return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running")
         refused = self.dispatcher.blocked or self.cleaner.full
-        if refused is not None:     # before appending: a refused message must never be delivered later
-            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused)
+        return None if refused is None else PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused)
+
+    def _append_one(self, msg: Message) -> PutMessageResult:
+        refused = self._refusal()
+        if refused is not None:
+            return refused
         try:
             batch = self._preparer.messages([msg])
+        except PutError as exc:
+            return PutMessageResult(exc.status, error=exc.reason)
+        return self._append_single(batch)
+
+    def _append_single(self, batch: RecordBatch) -> PutMessageResult:
+        try:
             phy, store_ts = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
         except PutError as exc:
             return PutMessageResult(exc.status, error=exc.reason)

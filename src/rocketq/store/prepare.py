@@ -66,6 +66,21 @@ class Preparer:
         except _native.BatchError as exc:
             raise PutError(PutStatus[exc.args[0]], exc.args[1]) from None
 
+    def sent(self, topic: str, queue_id: int, *, flag: int, sys_flag: int, born_timestamp: int,
+             born_host: HostAddress, reconsume_times: int, body: bytes, properties: str,
+             cluster: str) -> tuple[RecordBatch, str | None, bool] | None:
+        """The one-record batch of a SEND_MESSAGE(_V2) header's message, its properties string taken as
+        the client sent it with ``CLUSTER`` appended: ``(batch, UNIQ_KEY or None, has a sharding
+        key)``; None when the properties need policy (a delay level, a timer, a transaction half,
+        anything not plain ``k\x01v\x02`` pairs: build a ``Message`` and use :meth:`messages`).
+        Raises PutError as :meth:`messages` does, with the same text."""
+        try:
+            return _native.stage_send(topic, queue_id, flag, sys_flag, born_timestamp, born_host.ip, born_host.port,
+                                      reconsume_times, body, properties, cluster, max_body_bytes=self._max_body,
+                                      store_v6=self._store_v6, check_topic=topic_error)
+        except _native.BatchError as exc:
+            raise PutError(PutStatus[exc.args[0]], exc.args[1]) from None
+
     def _general_row(self, m: Message) -> tuple:
         return general_row(m, self._delay_levels)
 
