@@ -393,7 +393,6 @@ class MessageStore(StoreMaintenance):
         """``put_messages`` for an asyncio producer: under SYNC_FLUSH it awaits the group commit, so
         that every batch in flight shares the next fsync (a thread per waiting batch would let only
         as many batches into one fsync as the thread pool has threads)."""
-        import asyncio
         appended = self._append_batch(msgs)
         if isinstance(appended, BatchPutResult):
             return appended
