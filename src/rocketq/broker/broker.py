@@ -24,6 +24,7 @@ from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
 from rocketq.broker import (
+    acting_master,
     admin,
     admin_ops,
     assignment,
@@ -92,9 +93,10 @@ ACL_WATCH_INTERVAL_S = 1.0                 # plain_acl.yml is re-read this soon 
 class Broker:
     def __init__(self, settings: BrokerSettings, store_config: StoreConfig):
         self.settings = settings
-        # controller mode: the store starts as a slave's (no delayed-message delivery) until promoted
+        # controller mode: the store starts as a slave's (no delayed-message delivery) until promoted;
+        # with slave acting master, until the slaves' progress is back (rocketq.broker.acting_master)
         self.store = MessageStore(store_config.replace(
-            broker_role="SLAVE" if settings.controller_mode else settings.broker_role))
+            broker_role="SLAVE" if settings.controller_mode or settings.slave_acting_master else settings.broker_role))
         config_dir = Path(store_config.store_path) / "config"
         self.topics = TopicConfigManager(config_dir / "topics.json", cluster_name=settings.cluster_name,
                                          broker_name=settings.broker_name,
@@ -115,7 +117,7 @@ class Broker:
             **admin.handlers(self), **admin_ops.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
             **recall.handlers(self, _host_of), **reply.handlers(self, _host_of), **offset_reset.handlers(self),
             **runtime_config.handlers(self), **auth_admin.handlers(self), **epoch_cache_handlers(self),
-            **client_handlers.handlers(self),
+            **client_handlers.handlers(self), **acting_master.handlers(self),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()
@@ -160,7 +162,7 @@ class Broker:
                     self.start_master_services()
             else:
                 self.store.start()
-                if self.settings.broker_role != "SLAVE":
+                if self.settings.broker_role != "SLAVE" and not self.settings.slave_acting_master:
                     self.timer.start()
         except BaseException:
             if self.controller_agent is not None:
@@ -207,9 +209,6 @@ class Broker:
             self.topics.listeners.append(self.registrar.topics_changed)
             await self.registrar.register_once()      # routes exist when start() returns, as in RocketMQ
             self.registrar.start()
-        if self.settings.slave_acting_master and not self.settings.controller_mode:
-            self.acting_master = ActingMaster(self)
-            self.acting_master.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
         self._tasks.append(asyncio.create_task(self._sample_stats_loop()))
         if self.acl is not None:
@@ -218,6 +217,9 @@ class Broker:
                                                       timeout_s=self.settings.transaction_timeout_s,
                                                       max_checks=self.settings.transaction_check_max)
         self.transaction_checker.start()
+        if self.settings.slave_acting_master and not self.settings.controller_mode:
+            self.acting_master = ActingMaster(self)
+            self.acting_master.start()
         if self.controller_agent is not None:
             self.controller_agent.start()
         await self._start_metrics()
