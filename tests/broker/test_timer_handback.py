@@ -27,6 +27,7 @@ async def _until(cond, what, timer, limit_s=30.0):
 
 
 def _stored(store):
+    store.wait_dispatched()                      # the delivered copies are in their queues
     return sorted(m.body.decode() for q in range(2) for m in store.get_messages("Dest", q, 0, 1000).messages)
 
 
