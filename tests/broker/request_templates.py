@@ -109,6 +109,7 @@ TEMPLATES = {
     R.UNLOCK_BATCH_MQ: (_locks(R.UNLOCK_BATCH_MQ), [("topic", "topic", False), ("group", "group", False)]),
     R.GET_ALL_CONSUMER_OFFSET: (lambda n, o: _header(R.GET_ALL_CONSUMER_OFFSET, {}), []),
     R.GET_ALL_DELAY_OFFSET: (lambda n, o: _header(R.GET_ALL_DELAY_OFFSET, {}), []),
+    R.GET_TIMER_CHECK_POINT: (lambda n, o: _header(R.GET_TIMER_CHECK_POINT, {}), []),
     R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: (lambda n, o: _header(R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {},
                                                                  json.dumps({"groupName": n["group"]}).encode()),
                                             [("group", "group", False)]),

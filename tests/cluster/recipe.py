@@ -55,6 +55,7 @@ class RecipeCluster:
         self.names = [n for g in groups for n in ((g, f"{g}-s") if slaves else (g,))]
         self.namesrvs: list[Node] = []
         self.brokers: dict[str, Node] = {}
+        self.sets: dict[str, list[str]] = {}     # broker name -> extra KEY=VALUE settings (its next start)
 
     @property
     def namesrv(self) -> str:
@@ -78,6 +79,8 @@ class RecipeCluster:
         args = ["broker", "-c", str(EXAMPLES / f"{name}.conf"), "--store-profile", "small",
                 "--store-path", str(self.root / name), "--port", str(port), "--grpc-port", str(grpc),
                 "--set", "haListenPort=0", "--namesrv", self.namesrv]
+        for kv in self.sets.get(name, ()):
+            args += ["--set", kv]
         proc, line = _spawn(args, r"listening on", name, self.log(name))
         addr = re.search(r"([\d.]+:\d+) \(broker\)", line).group(1)
         grpc_addr = re.search(r"([\d.]+:\d+) \(gRPC\)", line).group(1)

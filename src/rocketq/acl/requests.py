@@ -295,6 +295,7 @@ V2_ADMIN_NAMED: dict[int, tuple[str, ...]] = {
 # a code not known at all); rocketq is stricter than RocketMQ, which checks nothing for the GET_ALL_* tables
 V2_CLUSTER_READS = frozenset({
     RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET,
+    RequestCode.GET_TIMER_CHECK_POINT,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_BROKER_CONFIG,
     RequestCode.GET_PRODUCER_CONNECTION_LIST, RequestCode.AUTH_GET_USER, RequestCode.AUTH_LIST_USER,
     RequestCode.AUTH_GET_ACL, RequestCode.AUTH_LIST_ACL,

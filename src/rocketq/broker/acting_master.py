@@ -12,29 +12,38 @@ needs little from it, because a rocketq slave already answers what a master answ
 * consumer offset commits (UPDATE_CONSUMER_OFFSET): stored on the slave.  Its SlaveSynchronize
   cannot overwrite them while the master is away (nothing to copy from).
 
-This module adds the two parts that do need doing:
+This module adds the parts that do need doing:
 
 * **On a slave**: every ``CHECK_INTERVAL_S`` it asks the NameServers for the group's members
   (GET_BROKER_CLUSTER_INFO; RocketMQ uses GET_BROKER_MEMBER_GROUP and the NameServer's min-broker-id
   notice) and keeps :attr:`ActingMaster.acting` - true while the group has no master and this is
-  its smallest id.  On a change it registers at once, so its topics reach the routes (read-only)
-  without waiting for the 30 s registration, and logs the change.
-* **On a master starting**: RocketMQ's ``syncMetadataReverse`` - before the slaves copy its offsets
-  again, it takes from each slave of its group (GET_ALL_CONSUMER_OFFSET) every consumer offset
-  higher than its own, so what consumers committed to an acting slave is not consumed twice.  The
-  race with a slave's next SlaveSynchronize round (which copies the master's older offsets first)
-  can only cause redelivery, never loss.
+  its smallest id.  On a change it starts or stops :class:`rocketq.broker.acting_services.ActingServices`
+  (delayed, timer and transactional messages escaped to other groups), registers at once, so its
+  topics reach the routes (read-only) without waiting for the 30 s registration, and logs the change.
+* **On a master starting**: RocketMQ's ``syncMetadataReverse``.  Its delay levels and timer do not
+  run yet (the broker starts them through :meth:`ActingMaster.start` only).  Once registered, it
+  waits until no slave of its group acts any more (``brokerActive`` false in each slave's
+  GET_BROKER_RUNTIME_INFO, at most ``HANDBACK_WAIT_S``: the slave stops within ``CHECK_INTERVAL_S``
+  of seeing the master), then takes from each slave every consumer offset higher than its own
+  (GET_ALL_CONSUMER_OFFSET: offsets consumers committed there, and the transaction walk), every
+  delay level's offset higher than its own (GET_ALL_DELAY_OFFSET) and a timer checkpoint further
+  than its own (GET_TIMER_CHECK_POINT, rocketq's JSON body: RocketMQ's is its binary
+  ``TimerCheckpoint``), and only then delivers.  So what the slave escaped is not delivered again
+  and what consumers committed there is not consumed twice.  A slave that cannot be reached is
+  skipped (its progress is lost to the master: redelivery, never loss).
 
-Not done (RocketMQ does them on an acting master): delivering delayed and timer messages that come
-due by "escaping" them to another group's master, running transaction check-backs and POP revive.
-rocketq's acting slave keeps them stored; the master delivers them when it comes back.
+POP revive does not run on an acting slave (RocketMQ's does): POP consumers of a masterless group
+see their unacknowledged messages again only when the master is back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
 
+from rocketq.broker.acting_services import ActingServices
 from rocketq.common import fastjson
 from rocketq.common.aio import cancel_and_wait
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
@@ -43,6 +52,7 @@ log = logging.getLogger(__name__)
 
 CHECK_INTERVAL_S = 1.0             # how soon a slave notices its master is gone (and back)
 REQUEST_TIMEOUT_S = 5.0
+HANDBACK_WAIT_S = 15.0              # a returning master waits this long at most for its slaves to stop acting
 MASTER_ID = 0
 
 
@@ -65,21 +75,48 @@ def merge_higher(offsets, table: dict) -> int:
     return taken
 
 
+def handlers(broker) -> dict:
+    """GET_TIMER_CHECK_POINT: this broker's timer progress as JSON ({} when its timer never ran)."""
+    async def timer_checkpoint(_conn, cmd):
+        cp = broker.timer.checkpoint() if broker.timer is not None else None
+        return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, None, None,
+                                               json.dumps(cp or {}).encode())
+    return {RequestCode.GET_TIMER_CHECK_POINT: timer_checkpoint}
+
+
 class ActingMaster:
     def __init__(self, broker):
         self._broker = broker
         self.acting = False
+        self.services = ActingServices(broker)
         self._task: asyncio.Task | None = None
+        self._delivering = False                   # a master: its delay, timer and transaction services run
 
     def start(self) -> None:
         b = self._broker
-        if b.registrar is None:
-            return
-        is_slave = b.settings.broker_role == "SLAVE"
-        self._task = asyncio.create_task(self._watch() if is_slave else self._sync_reverse())
+        if b.settings.broker_role == "SLAVE":
+            if b.registrar is not None:
+                self._task = asyncio.create_task(self._watch())
+        elif b.registrar is None:
+            self._deliver()
+        else:
+            b.transaction_checker.held = True      # its first round comes after the take-back
+            self._task = asyncio.create_task(self._take_back_then_deliver())
+
+    def _deliver(self) -> None:
+        self._broker.start_master_services()
+        self._broker.transaction_checker.held = False
+        self._delivering = True
+
+    @property
+    def active(self) -> bool:
+        """Whether this broker delivers delayed, timer and transactional messages now (``brokerActive``):
+        a master once its slaves' progress is back, a slave while it acts as master."""
+        return self._delivering or self.services.running
 
     async def close(self) -> None:
         await cancel_and_wait(self._task)
+        await self.services.close()
 
     async def _members(self) -> dict[int, str] | None:
         info = await self._broker.registrar.cluster_info()
@@ -93,39 +130,77 @@ class ActingMaster:
                 if members is not None:
                     acting = MASTER_ID not in members and bool(members) and min(members) == b.settings.broker_id
                     if acting != self.acting:
-                        self.acting = acting
-                        log.warning("broker %s (id %d) %s", b.settings.broker_name, b.settings.broker_id,
-                                    "acts as master: its group has no master (reads and offset commits here, "
-                                    "no writes)" if acting else "no longer acts as master")
-                        await b.registrar.register_once()
+                        await self._change(acting)
             except Exception as exc:               # NameServers away: keep the last view
                 log.info("acting-master check failed: %s", exc)
             await asyncio.sleep(CHECK_INTERVAL_S)
 
-    async def _sync_reverse(self) -> None:
-        """Once, at a master's start: consumer offsets committed to an acting slave come back."""
+    async def _change(self, acting: bool) -> None:
+        b = self._broker
+        if acting:
+            await self.services.start()
+        else:
+            await self.services.stop()             # before the master can ask whether we still act
+        self.acting = acting
+        log.warning("broker %s (id %d) %s", b.settings.broker_name, b.settings.broker_id,
+                    "acts as master: its group has no master (reads, offset commits, delayed, timer and "
+                    "transactional messages escaped to other groups; no writes)" if acting
+                    else "no longer acts as master")
+        await b.registrar.register_once()
+
+    async def _take_back_then_deliver(self) -> None:
+        """Once, at a master's start: the slaves' progress comes back, then delay and timer delivery start."""
         b = self._broker
         try:
             members = await self._members() or {}
         except Exception as exc:
-            log.info("no reverse offset sync: NameServers not reachable: %s", exc)
-            return
+            log.info("no reverse sync: NameServers not reachable: %s", exc)
+            members = {}
         for bid, addr in sorted(members.items()):
             if bid == MASTER_ID or addr == b.address:
                 continue
             host, _, port = addr.rpartition(":")
             client = RemotingClient(host, int(port), ssl_context=b.client_ssl_context())
             try:
-                r = await client.invoke(b.sign_outgoing(RemotingCommand.create_request(
-                    RequestCode.GET_ALL_CONSUMER_OFFSET, {})), timeout_s=REQUEST_TIMEOUT_S)
-                if r.code != ResponseCode.SUCCESS:
-                    raise ConnectionError(f"answered {r.code}: {r.remark}")
-                taken = merge_higher(b.offsets, fastjson.loads(r.body or b"{}").get("offsetTable") or {})
-                if taken:
-                    b.offsets.persist()
-                    log.warning("took %d consumer offsets from slave %s (id %d) committed while it acted as master",
-                                taken, addr, bid)
+                await self._wait_inactive(client)
+                await self._take_back(client, addr, bid)
             except Exception as exc:
-                log.info("reverse offset sync from slave %s failed: %s", addr, exc)
+                log.info("reverse sync from slave %s failed: %s", addr, exc)
             finally:
                 await client.close()
+        self._deliver()
+
+    async def _ask(self, client: RemotingClient, code: int) -> dict:
+        r = await client.invoke(self._broker.sign_outgoing(RemotingCommand.create_request(code, {})),
+                                timeout_s=REQUEST_TIMEOUT_S)
+        if r.code != ResponseCode.SUCCESS:
+            raise ConnectionError(f"answered {r.code}: {r.remark}")
+        return fastjson.loads(r.body or b"{}")
+
+    async def _wait_inactive(self, client: RemotingClient) -> None:
+        deadline = time.monotonic() + HANDBACK_WAIT_S
+        while time.monotonic() < deadline:
+            table = (await self._ask(client, RequestCode.GET_BROKER_RUNTIME_INFO)).get("table") or {}
+            if table.get("brokerActive") != "true":
+                return
+            await asyncio.sleep(CHECK_INTERVAL_S / 4)
+        log.warning("slave %s still acts as master after %.0f s; taking its progress anyway",
+                    client.address, HANDBACK_WAIT_S)
+
+    async def _take_back(self, client: RemotingClient, addr: str, bid: int) -> None:
+        b = self._broker
+        taken = merge_higher(b.offsets, (await self._ask(client, RequestCode.GET_ALL_CONSUMER_OFFSET)).get(
+            "offsetTable") or {})
+        if taken:
+            b.offsets.persist()
+        delay = (await self._ask(client, RequestCode.GET_ALL_DELAY_OFFSET)).get("offsetTable") or {}
+        own = b.store.schedule.offsets
+        higher = {int(k): int(v) for k, v in delay.items() if int(v) > own.get(int(k), 0)}
+        if higher:
+            b.store.schedule.replace_offsets({**own, **higher})
+        timer = await self._ask(client, RequestCode.GET_TIMER_CHECK_POINT)
+        if timer and b.timer is not None:
+            b.timer.adopt(int(timer["deliveredUntilMs"]), int(timer["ingestOffset"]))
+        if taken or higher or timer:
+            log.warning("took from slave %s (id %d): %d consumer offsets, %d delay levels, timer checkpoint %s",
+                        addr, bid, taken, len(higher), timer or "-")

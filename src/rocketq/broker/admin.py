@@ -237,10 +237,19 @@ def runtime_info(broker, cmd):
         "ackThreadPoolQueueHeadWaitTimeMills": "0",
         "timerReadBehind": "0", "timerOffsetBehind": "0", "timerCongestNum": "0", "timerEnqueueTps": "0.0",
         "timerDequeueTps": "0.0",
-        "brokerActive": "true" if broker.settings.broker_role != "SLAVE" else "false",
+        "brokerActive": _active(broker),
     })
     table.update(_ha_figures(broker))
     return ok(cmd, body=json.dumps({"table": table}).encode())
+
+
+def _active(broker) -> str:
+    """RocketMQ's isSpecialServiceRunning: whether delayed, timer and transactional messages are delivered
+    here (:mod:`rocketq.broker.acting_master`: a master once it took back its slaves' progress, an acting slave)."""
+    acting = getattr(broker, "acting_master", None)
+    if acting is not None:
+        return str(acting.active).lower()
+    return "true" if broker.settings.broker_role != "SLAVE" else "false"
 
 
 def _ha_figures(broker) -> dict[str, str]:

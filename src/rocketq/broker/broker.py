@@ -24,6 +24,7 @@ from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
 from rocketq.broker import (
+    acting_master,
     admin,
     admin_ops,
     assignment,
@@ -97,9 +98,10 @@ EAGER_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, 
 class Broker:
     def __init__(self, settings: BrokerSettings, store_config: StoreConfig):
         self.settings = settings
-        # controller mode: the store starts as a slave's (no delayed-message delivery) until promoted
+        # controller mode: the store starts as a slave's (no delayed-message delivery) until promoted;
+        # with slave acting master, until the slaves' progress is back (rocketq.broker.acting_master)
         self.store = MessageStore(store_config.replace(
-            broker_role="SLAVE" if settings.controller_mode else settings.broker_role))
+            broker_role="SLAVE" if settings.controller_mode or settings.slave_acting_master else settings.broker_role))
         config_dir = Path(store_config.store_path) / "config"
         self.topics = TopicConfigManager(config_dir / "topics.json", cluster_name=settings.cluster_name,
                                          broker_name=settings.broker_name,
@@ -120,7 +122,7 @@ class Broker:
             **admin.handlers(self), **admin_ops.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
             **recall.handlers(self, _host_of), **reply.handlers(self, _host_of), **offset_reset.handlers(self),
             **runtime_config.handlers(self), **auth_admin.handlers(self), **epoch_cache_handlers(self),
-            **client_handlers.handlers(self),
+            **client_handlers.handlers(self), **acting_master.handlers(self),
         }
         self.stats = BrokerStats()
         self.locks = QueueLocks()
@@ -164,7 +166,7 @@ class Broker:
                 # a master resumed here starts its delay/timer deliveries at its first confirmed heartbeat
             else:
                 self.store.start()
-                if self.settings.broker_role != "SLAVE":
+                if self.settings.broker_role != "SLAVE" and not self.settings.slave_acting_master:
                     self.timer.start()
         except BaseException:
             if self.controller_agent is not None:
@@ -211,9 +213,6 @@ class Broker:
             self.topics.listeners.append(self.registrar.topics_changed)
             await self.registrar.register_once()      # routes exist when start() returns, as in RocketMQ
             self.registrar.start()
-        if self.settings.slave_acting_master and not self.settings.controller_mode:
-            self.acting_master = ActingMaster(self)
-            self.acting_master.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
         self._tasks.append(asyncio.create_task(self._sample_stats_loop()))
         if self.acl is not None:
@@ -222,6 +221,9 @@ class Broker:
                                                       timeout_s=self.settings.transaction_timeout_s,
                                                       max_checks=self.settings.transaction_check_max)
         self.transaction_checker.start()
+        if self.settings.slave_acting_master and not self.settings.controller_mode:
+            self.acting_master = ActingMaster(self)
+            self.acting_master.start()
         if self.controller_agent is not None:
             self.controller_agent.start()
         await self._start_metrics()

@@ -3,6 +3,12 @@ topic config, subscription groups, consumer offsets and delay-level progress, ev
 ``SYNC_INTERVAL_S`` (10 s), over the master's ordinary remoting port (GET_ALL_TOPIC_CONFIG,
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET).  The master's address comes from the NameServers' answer to the slave's
 registration.
+
+With slave acting master (:mod:`rocketq.broker.acting_services`) three things differ: delay-level
+offsets are only ever raised (a slave that escaped delayed messages keeps its further progress until
+its master takes it back); consumer offsets are merged, not replaced, while this slave holds offsets
+from its time as acting master that the master has not taken yet; and the master's timer
+checkpoint (GET_TIMER_CHECK_POINT) is kept, for the timer to start from if this slave acts.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import contextlib
 import json
 import logging
 
+from rocketq.broker.acting_master import merge_higher
 from rocketq.broker.subscription_groups import SubscriptionGroupConfig
 from rocketq.broker.topic_config import TopicConfig
 from rocketq.common import fastjson
@@ -81,8 +88,19 @@ class SlaveSync:
             if b.groups.get(name) != cfg:
                 b.groups.update(cfg)
         offsets = fastjson.loads(await self._ask(RequestCode.GET_ALL_CONSUMER_OFFSET)).get("offsetTable") or {}
-        b.offsets.replace_all({k: {int(q): int(o) for q, o in v.items()} for k, v in offsets.items()})
+        acting = getattr(b, "acting_master", None)
+        if acting is not None and (acting.active or acting.services.keeps_progress(offsets)):
+            merge_higher(b.offsets, offsets)          # its own progress first goes back to the master
+        else:
+            b.offsets.replace_all({k: {int(q): int(o) for q, o in v.items()} for k, v in offsets.items()})
         delay = json.loads(await self._ask(RequestCode.GET_ALL_DELAY_OFFSET)).get("offsetTable") or {}
         if not b.store.schedule.running:              # a promoted slave delivers from its own progress
-            b.store.schedule.replace_offsets(delay)
+            own = b.store.schedule.offsets
+            b.store.schedule.replace_offsets({**own, **{int(k): max(int(v), own.get(int(k), 0))
+                                                        for k, v in delay.items()}})
+        if acting is not None and b.timer is not None and not b.timer.running:
+            with contextlib.suppress(ConnectionError):     # a master without GET_TIMER_CHECK_POINT
+                timer = json.loads(await self._ask(RequestCode.GET_TIMER_CHECK_POINT) or b"{}")
+                if timer:
+                    await asyncio.to_thread(b.timer.save_master_checkpoint, timer)
         self.rounds += 1

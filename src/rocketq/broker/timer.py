@@ -38,6 +38,15 @@ survives any crash.  Markers met while ingesting (written by another broker, or 
 enter the table too; markers are never filed in a bucket.  A key leaves the table once its due
 time is below the watermark and ingest has passed its marker (so the message, which was stored
 before its marker, was ingested and dropped).  At most ``MAX_PENDING_RECALLS`` keys are held.
+
+On a slave acting master (:mod:`rocketq.broker.acting_master`) the same timer runs with a ``put``
+that escapes each due message to another group's master instead of storing it (a slave must not
+write its CommitLog); it takes no recalls there.  A slave has no bucket files of its own, so its
+timer starts from the master's checkpoint as last copied (``master.json``, written by
+:mod:`rocketq.broker.slave_sync`): it re-reads the whole timer queue and skips what that checkpoint
+says was delivered - records below its ``ingestOffset`` due before its ``deliveredUntilMs`` - as a
+master that returns does with the acting slave's checkpoint (:meth:`Timer.adopt`).  Deliveries in
+the last seconds before the checkpoint copied may be made twice (at-least-once), none are lost.
 """
 
 from __future__ import annotations
@@ -81,6 +90,7 @@ LOAD_CHUNK_ENTRIES = 2048        # bucket-file entries read into the heap per ro
 PERSIST_INTERVAL_S = 1.0
 MAX_SLEEP_S = 0.5
 MAX_PENDING_RECALLS = 100_000    # recalled keys held until their due time has passed
+MASTER_CHECKPOINT = "master.json"  # on a slave: the master's progress as last copied
 _PROGRESS = (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)
 
 
@@ -140,6 +150,10 @@ class Timer:
         self._recalled_json: list | None = None       # the table as the checkpoint writes it (cached)
         self._recalling: set[str] = set()     # recalls whose marker is being stored
         self.running = False
+        self.started = False              # ran in this process: its state in memory is current
+        self._put = None                  # async (message) -> bool: escape instead of a local put
+        self._skip: tuple[int, int] | None = None     # (timer-queue offset, due ms): delivered elsewhere
+        self._adopted: tuple[int, int] | None = None
 
     # -- sending side ------------------------------------------------------------------------------
 
@@ -156,8 +170,9 @@ class Timer:
         when the checkpoint that makes the recall durable could not be written."""
         key = delete_key(handle.topic, handle.uniq_key)
         now = self._now_ms()
-        if not self.running:
-            raise RecallRefused("stopped", "the timer does not run here (a slave delivers no timer messages)")
+        if not self.running or self._put is not None:
+            raise RecallRefused("stopped", "the timer does not run here (a slave delivers no timer messages, "
+                                           "an acting slave takes no recalls)")
         if handle.due_ms <= now:
             raise RecallRefused("due", f"the message was due at {handle.due_ms}, {now - handle.due_ms} ms ago: "
                                        "delivered already, or being delivered")
@@ -184,21 +199,73 @@ class Timer:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, put=None, fresh: bool = False) -> None:
+        """Start delivering; with *put* (acting slave) due messages go to it, not to the store, and
+        *fresh* drops this directory's own state first (it is older than the master's)."""
         self._root.mkdir(parents=True, exist_ok=True)
         cp = self._root / "checkpoint.json"
+        if fresh:
+            for p in self._root.iterdir():
+                if p.name.isdigit() or p.name == "checkpoint.json":
+                    p.unlink(missing_ok=True)
+        self._put, self._skip, self._heap, self._seen = put, None, [], set()
+        master = self._root / MASTER_CHECKPOINT
         if cp.exists():
             data = json.loads(cp.read_text())
             self.ingest_offset = int(data["ingestOffset"])
             self.watermark_ms = int(data["deliveredUntilMs"])
             self._recalled = {str(k): (int(due), int(qoff)) for k, due, qoff in data.get("recalled", ())}
+            skip = data.get("skip")
+            self._skip = (int(skip[0]), int(skip[1])) if skip and int(skip[0]) > self.ingest_offset else None
+        elif master.exists():                 # a slave: the master's progress, its buckets re-read
+            data = json.loads(master.read_text())
+            self.ingest_offset = self._store.min_offset(TIMER_TOPIC, 0)
+            self.watermark_ms = int(data["deliveredUntilMs"])
+            self._skip = (int(data["ingestOffset"]), self.watermark_ms)
         else:
             self.ingest_offset = self._store.min_offset(TIMER_TOPIC, 0)
             self.watermark_ms = self._now_ms()
+        if self._adopted is not None:
+            self._apply_adopted()
         self._files = {int(p.name) for p in self._root.iterdir() if p.name.isdigit()}
         self._loaded_until = self._bucket(self.watermark_ms)
         self._task = asyncio.create_task(self._run())
-        self.running = True
+        self.running = self.started = True
+
+    def adopt(self, delivered_until_ms: int, ingested_before: int) -> None:
+        """Before :meth:`start`: another broker of the group (an acting slave) delivered every message
+        due before *delivered_until_ms* among the timer-queue records before *ingested_before*."""
+        self._adopted = (delivered_until_ms, ingested_before)
+
+    def _apply_adopted(self) -> None:
+        until, before = self._adopted
+        self._adopted = None
+        if until <= self.watermark_ms:
+            return
+        self.watermark_ms = until
+        if before > self.ingest_offset:
+            self._skip = (before, until)
+
+    def checkpoint(self) -> dict | None:
+        """This timer's progress (GET_TIMER_CHECK_POINT): in memory once it ran in this process, else
+        its last checkpoint on disk; None when it never ran here."""
+        if self.started:
+            return {"ingestOffset": self.ingest_offset, "deliveredUntilMs": self.watermark_ms}
+        cp = self._root / "checkpoint.json"
+        try:
+            data = json.loads(cp.read_text())
+        except FileNotFoundError:
+            return None
+        return {"ingestOffset": int(data["ingestOffset"]), "deliveredUntilMs": int(data["deliveredUntilMs"])}
+
+    def save_master_checkpoint(self, data: dict) -> None:
+        """A slave keeps its master's progress (``master.json``) to start from if it acts as master."""
+        doc = {"ingestOffset": int(data["ingestOffset"]), "deliveredUntilMs": int(data["deliveredUntilMs"])}
+        self._root.mkdir(parents=True, exist_ok=True)
+        path = self._root / MASTER_CHECKPOINT
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, path)
 
     async def close(self) -> None:
         """Stop and write the checkpoint; nothing happens for a timer that was never started."""
@@ -214,12 +281,13 @@ class Timer:
 
     async def _run(self) -> None:
         while True:
+            stuck = False
             try:
                 self._ingest()
                 now = self._now_ms()
                 if not self._load_until(self._bucket(now) + 2 * self._bucket_ms):
                     self._wake.set()                    # more of the bucket to read after this round
-                await self._deliver_due(self._now_ms())
+                stuck = not await self._deliver_due(self._now_ms())
                 if time.monotonic() - self._last_persist >= PERSIST_INTERVAL_S and (
                         self._persisting is None or self._persisting.done()):
                     self._forget_recalls()
@@ -229,7 +297,7 @@ class Timer:
             except Exception:
                 log.exception("timer round failed; trying again")
             sleep = MAX_SLEEP_S
-            if self._heap:
+            if self._heap and not stuck:                # a failed put is tried again after MAX_SLEEP_S
                 sleep = min(sleep, max(0.0, (self._heap[0][0] - self._now_ms()) / 1000))
             self._wake.clear()
             await wait_event(self._wake, sleep)
@@ -257,6 +325,8 @@ class Timer:
                     if marker not in self._recalled:
                         self._remember_recall(marker, due, m.queue_offset)
                     continue                            # a marker is never filed nor delivered
+                if self._skip is not None and m.queue_offset < self._skip[0] and due < self._skip[1]:
+                    continue                            # delivered by the master (or an acting slave)
                 if due >= self.watermark_ms:
                     by_bucket.setdefault(self._bucket(due), []).append(encode_entry(due, m.physical_offset,
                                                                                     m.total_size))
@@ -313,11 +383,12 @@ class Timer:
             self._loaded_until, self._load_pos = start + self._bucket_ms, 0
         return True
 
-    async def _deliver_due(self, now: int) -> None:
+    async def _deliver_due(self, now: int) -> bool:
+        """Deliver what is due; False when a put failed (the rest waits for the next round)."""
         while self._heap and self._heap[0][0] <= now:
             _due, phy, size = self._heap[0]
             if not await self._deliver(phy, size):
-                return                                  # try again next round
+                return False                            # try again next round
             heapq.heappop(self._heap)
             self._seen.discard(phy)
             self.delivered += 1
@@ -327,6 +398,7 @@ class Timer:
             self._files.discard(start)
             self._dirty.discard(start)
             (self._root / f"{start:020d}").unlink(missing_ok=True)
+        return True
 
     def _remember_recall(self, key: str, due_ms: int, marker_at: int) -> None:
         self._recalled[key] = (due_ms, marker_at)
@@ -357,7 +429,10 @@ class Timer:
         if topic is None:
             log.error("timer message at offset %d has no REAL_TOPIC; dropped", phy)
             return True
-        r = await self._store.put_message_async(m.to_message(topic=topic, properties=props, queue_id=qid))
+        msg = m.to_message(topic=topic, properties=props, queue_id=qid)
+        if self._put is not None:
+            return await self._put(msg)                 # escaped: False keeps it due (retried next round)
+        r = await self._store.put_message_async(msg)
         if r.physical_offset < 0:
             log.warning("delivering timer message at offset %d failed: %s", phy, r.status)
             return False
@@ -367,14 +442,15 @@ class Timer:
         """Fsync the bucket files written so far and write the checkpoint (blocking; at shutdown)."""
         self._write_checkpoint(*self._snapshot())
 
-    def _snapshot(self) -> tuple[int, int, list[int], list]:
+    def _snapshot(self) -> tuple[int, int, list[int], list, tuple[int, int] | None]:
         """The checkpoint as of now and the bucket files to fsync first (on the loop thread)."""
         dirty = list(self._dirty)
         self._dirty.clear()
         self._last_persist = time.monotonic()
         if self._recalled_json is None:
             self._recalled_json = [[k, due, marker_at] for k, (due, marker_at) in self._recalled.items()]
-        return self.ingest_offset, self.watermark_ms, dirty, self._recalled_json
+        skip = self._skip if self._skip is not None and self._skip[0] > self.ingest_offset else None
+        return self.ingest_offset, self.watermark_ms, dirty, self._recalled_json, skip
 
     async def _persist_now(self) -> None:
         """Write a checkpoint of the state as of now, after any write under way; raises its error."""
@@ -393,7 +469,8 @@ class Timer:
                 log.error("writing the timer checkpoint failed: %s", fut.exception())
         self._persisting.add_done_callback(done)
 
-    def _write_checkpoint(self, ingest_offset: int, watermark_ms: int, dirty: list[int], recalled: list) -> None:
+    def _write_checkpoint(self, ingest_offset: int, watermark_ms: int, dirty: list[int], recalled: list,
+                          skip: tuple[int, int] | None = None) -> None:
         with self._persist_lock:
             for start in dirty:
                 try:
@@ -405,8 +482,10 @@ class Timer:
                 finally:
                     os.close(fd)
             tmp = self._root / "checkpoint.json.tmp"
-            tmp.write_text(json.dumps({"ingestOffset": ingest_offset, "deliveredUntilMs": watermark_ms,
-                                       "recalled": recalled}))
+            doc = {"ingestOffset": ingest_offset, "deliveredUntilMs": watermark_ms, "recalled": recalled}
+            if skip is not None:                        # a replay under way (see the module docstring)
+                doc["skip"] = list(skip)
+            tmp.write_text(json.dumps(doc))
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
             os.replace(tmp, self._root / "checkpoint.json")

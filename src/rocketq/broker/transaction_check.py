@@ -11,6 +11,15 @@ with END_TRANSACTION.  After ``max_checks`` the message is moved, as RocketMQ mo
 (1 queue, read-write, made on first use) with its body and properties, where an operator can read
 it and decide; it is marked resolved only once stored there, so a full disk loses nothing.
 Progress is kept as the consumer offsets of group ``CID_RMQ_SYS_TRANS``.
+
+A slave checks nothing: its CommitLog is a copy of its master's and must take no write of its own.
+A slave acting master (:mod:`rocketq.broker.acting_services` sets :attr:`TransactionChecker.escape`)
+does what RocketMQ's does: every unresolved half message, whatever its age, is escaped as a half
+message to another group's master, which checks it back with the producer after its own
+transaction timeout; the walk moves past it only once that master stored it (RocketMQ gives up on
+a half message after three failed escapes, rocketq tries again next round).  The walk's offset is
+this slave's consumer offset, which the returning master takes back, so it does not check again
+what the slave escaped.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import asyncio
 import logging
 import time
 
+from rocketq.broker.escape import half_for_escape
 from rocketq.common.message import Message
 from rocketq.common.sysflag import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketq.remoting import RemotingCommand, RequestCode
@@ -40,6 +50,9 @@ class TransactionChecker:
         self.interval_s, self.timeout_s, self.max_checks = interval_s, timeout_s, max_checks
         self._clock = clock
         self._task: asyncio.Task | None = None
+        self.escape = None              # async (message) -> bool while acting master: see the module doc
+        self.held = False               # a master taking back its acting slave's progress: no round yet
+        self._round = asyncio.Lock()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
@@ -52,19 +65,60 @@ class TransactionChecker:
             except Exception:
                 log.exception("transaction check round failed")
 
-    def _resolved(self) -> set[int]:
+    def _resolved(self) -> tuple[set[int], list[tuple[int, int]]]:
+        """The half offsets the op records from the op walk's offset resolve, and (op offset, half
+        offset) of each op record read (-1: not an op record for a half)."""
         store, offsets = self._broker.store, self._broker.offsets
-        done: set[int] = set()
         start = max(0, offsets.query(CHECK_GROUP, TRANS_OP_HALF_TOPIC, 0))
-        for m in store.get_messages(TRANS_OP_HALF_TOPIC, 0, start, MAX_SCAN * 4):
-            if m.body.isdigit():
-                done.add(int(m.body))
-        return done
+        ops = [(m.queue_offset, int(m.body) if m.body.isdigit() else -1)
+               for m in store.get_messages(TRANS_OP_HALF_TOPIC, 0, start, MAX_SCAN * 4)]
+        return {h for _, h in ops if h >= 0}, ops
+
+    def _pass_ops(self, ops: list[tuple[int, int]], half_offset: int) -> None:
+        """Move the op walk past its leading op records that resolve a half message the half walk has
+        passed (*half_offset*): they are needed no more, and the next round reads further ones (as
+        RocketMQ moves the op queue's offset over its ``doneOpOffset``)."""
+        passed = None
+        for op_offset, half in ops:
+            if half >= half_offset:
+                break
+            passed = op_offset + 1
+        if passed is not None:
+            self._broker.offsets.commit(CHECK_GROUP, TRANS_OP_HALF_TOPIC, 0, passed)
+
+    async def wait_idle(self) -> None:
+        """Return once no round is under way (the one running finishes its escape first)."""
+        async with self._round:
+            pass
 
     async def check_once(self) -> int:
-        """One round; returns how many checks were sent."""
+        """One round; returns how many checks were sent (or half messages escaped)."""
+        async with self._round:
+            escape = self.escape
+            if escape is not None:
+                return await self._escape_round(escape)
+            if self.held or getattr(getattr(self._broker, "replication", None), "role", "") == "SLAVE":
+                return 0                 # a slave's CommitLog takes no writes of its own
+            return await self._check_round()
+
+    async def _escape_round(self, escape) -> int:
         store, offsets = self._broker.store, self._broker.offsets
-        resolved = self._resolved()
+        resolved, ops = self._resolved()
+        offset = max(0, offsets.query(CHECK_GROUP, TRANS_HALF_TOPIC, 0))
+        sent = 0
+        for half in store.get_messages(TRANS_HALF_TOPIC, 0, offset, MAX_SCAN):
+            if half.queue_offset not in resolved:
+                if self.escape is None or not await escape(half_for_escape(half, half.properties)):
+                    break                # acting ended, or no other group took it: from here next round
+                sent += 1
+            offset = half.queue_offset + 1
+            offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, 0, offset)
+        self._pass_ops(ops, offset)
+        return sent
+
+    async def _check_round(self) -> int:
+        store, offsets = self._broker.store, self._broker.offsets
+        resolved, ops = self._resolved()
         offset = max(0, offsets.query(CHECK_GROUP, TRANS_HALF_TOPIC, 0))
         now_ms = int(self._clock() * 1000)
         sent = 0
@@ -78,6 +132,7 @@ class TransactionChecker:
                 sent += checked
             offset = half.queue_offset + 1
         offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, 0, offset)
+        self._pass_ops(ops, offset)
         return sent
 
     async def _check(self, half) -> int | None:

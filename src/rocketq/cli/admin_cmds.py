@@ -195,6 +195,7 @@ def cluster(access, as_json) -> None:
                     info = {"error": str(exc)}
                     errors.append(exc)
                 rows.append({"cluster": b.cluster, "broker": b.broker_name, "id": bid, "address": addr,
+                             "role": _role(bid, info, 0 in b.addrs),
                              "put_tps": info.get("putTps", ""), "get_tps": info.get("getTransferedTps", ""),
                              "put_total": info.get("msgPutTotalTodayNow", ""),
                              "get_total": info.get("msgGetTotalTodayNow", ""), "version": info.get("brokerVersionDesc",
@@ -203,12 +204,21 @@ def cluster(access, as_json) -> None:
             raise errors[0]
         return rows
     rows = call(access, _with_admin(access, collect))
-    t = _table("cluster", "cluster", "broker", "id", "address", "put TPS (10s 1m 10m)", "get TPS", "put today",
-               "got today", "version")
+    t = _table("cluster", "cluster", "broker", "id", "role", "address", "put TPS (10s 1m 10m)", "get TPS",
+               "put today", "got today", "version")
     for r in rows:
-        t.add_row(*(str(r[k]) for k in ("cluster", "broker", "id", "address", "put_tps", "get_tps", "put_total",
-                                        "get_total", "version")))
+        t.add_row(*(str(r[k]) for k in ("cluster", "broker", "id", "role", "address", "put_tps", "get_tps",
+                                        "put_total", "get_total", "version")))
     _emit(as_json, rows, t)
+
+
+def _role(broker_id: int, info: dict, has_master: bool) -> str:
+    """master, slave, or "acting master": a slave that delivers for its masterless group (brokerActive)."""
+    if broker_id == 0:
+        return "master"
+    if not has_master and info.get("brokerActive") == "true":
+        return "acting master"
+    return "slave" if "error" not in info else "?"
 
 
 # -- message ----------------------------------------------------------------------------------

@@ -95,6 +95,15 @@ class Admin:
             raise MQClientError(-1, "no master broker is registered with the NameServers")
         return masters
 
+    async def _readers(self, cluster: str | None) -> list[str]:
+        """The broker to read from in each group: its master, or while it has none its slave with the
+        smallest id (the one that acts as master with ``enableSlaveActingMaster``, and a full copy
+        of the master's data in any case).  For reads only: a slave takes no writes."""
+        addrs = [b.addrs[0] if 0 in b.addrs else b.addrs[min(b.addrs)] for b in await self.brokers(cluster) if b.addrs]
+        if not addrs:
+            raise MQClientError(-1, "no broker is registered with the NameServers")
+        return addrs
+
     # -- topics ------------------------------------------------------------------------------
 
     async def topics(self) -> list[str]:
@@ -126,10 +135,10 @@ class Admin:
         return addrs
 
     async def topic_configs(self, topic: str, *, cluster: str | None = None) -> dict[str, dict]:
-        """Each master's TopicConfig of *topic* (GET_TOPIC_CONFIG), by broker address; masters without it
-        are left out."""
+        """Each group's TopicConfig of *topic* (GET_TOPIC_CONFIG; a masterless group's from its acting
+        slave), by broker address; groups without it are left out."""
         out = {}
-        for addr in await self._masters(cluster):
+        for addr in await self._readers(cluster):
             try:
                 out[addr] = await self.api.topic_config(addr, topic)
             except MQClientError as exc:
@@ -184,18 +193,14 @@ class Admin:
 
     async def groups(self, cluster: str | None = None) -> list[str]:
         names: set[str] = set()
-        for addr in await self._masters(cluster):
+        for addr in await self._readers(cluster):
             names |= set(await self.api.all_groups(addr))
         return sorted(names)
 
     async def consumer_lag(self, group: str, topic: str | None = None) -> list[QueueLag]:
         """Lag per queue of *group* (all topics it has offsets for, or just *topic*)."""
-        # a group whose master is away is read from its slave with the smallest id (its acting master)
-        addrs = [b.addrs[0] if 0 in b.addrs else b.addrs[min(b.addrs)] for b in await self.brokers() if b.addrs]
-        if not addrs:
-            raise MQClientError(-1, "no broker is registered with the NameServers")
         out = []
-        for addr in addrs:
+        for addr in await self._readers(None):
             for mq, v in (await self.api.consume_stats(addr, group, topic or "")).items():
                 out.append(QueueLag(mq, int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)),
                                     int(v.get("lastTimestamp", 0))))
@@ -245,7 +250,7 @@ class Admin:
     async def find_by_unique_key(self, uniq_key: str, topics: list[str]) -> StoredMessage | None:
         """The message whose UNIQ_KEY is *uniq_key* in one of *topics* (each master's index is asked
         directly, so no route is looked up per topic); the first stored copy when there are several."""
-        masters = await self._masters(None)
+        masters = await self._readers(None)
         for topic in topics:
             hits = []
             for addr in masters:

@@ -48,6 +48,7 @@ class RequestCode(IntEnum):
     LOCK_BATCH_MQ = 41
     GET_ALL_CONSUMER_OFFSET = 43
     GET_ALL_DELAY_OFFSET = 45
+    GET_TIMER_CHECK_POINT = 60            # timer progress: a slave copies it, a returning master takes it back
     CHECK_CLIENT_CONFIG = 46              # a consumer asks whether its subscription's filter type is served
     UNLOCK_BATCH_MQ = 42
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
