@@ -81,6 +81,8 @@ def test_broker_conf_binds_loopback_and_sets_the_flush_mode(tmp_path):
     assert conf["storePathRootDir"].startswith(str(tmp_path))
     assert "ASYNC_FLUSH" in arm.broker_conf(tmp_path, 9876, 30911, sync=False)
     assert "bindAddress=127.0.0.1" in arm.namesrv_conf(9876)
+    more = arm.broker_conf(tmp_path, 9876, 30911, sync=False, more={"waitTimeMillsInSendQueue": "2000"})
+    assert "waitTimeMillsInSendQueue=2000" in more.splitlines()
 
 
 def test_rocketmq_jvm_flags_fit_the_machine_and_jdk17():

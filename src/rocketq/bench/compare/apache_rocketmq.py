@@ -54,10 +54,11 @@ def namesrv_conf(port: int) -> str:
     return f"listenPort={port}\nbindAddress=127.0.0.1\n"
 
 
-def broker_conf(root: Path, namesrv_port: int, port: int, sync: bool) -> str:
-    """broker.conf: one master on loopback, its store under *root*, topics created on first send."""
+def broker_conf(root: Path, namesrv_port: int, port: int, sync: bool, more: dict[str, str] | None = None) -> str:
+    """broker.conf: one master on loopback, its store under *root*, topics created on first send; *more*:
+    further keys (a benchmark's own settings)."""
     store = root / "store"
-    return "\n".join([
+    return "\n".join([*(f"{k}={v}" for k, v in (more or {}).items()),
         f"brokerClusterName={CLUSTER}", f"brokerName={BROKER_NAME}", "brokerId=0", "brokerRole=ASYNC_MASTER",
         f"namesrvAddr=127.0.0.1:{namesrv_port}", "brokerIP1=127.0.0.1", "bindAddress=127.0.0.1",
         f"listenPort={port}", f"haListenPort={port + 1}",
@@ -114,6 +115,7 @@ class ApacheRocketMQ(Rocketq):
     durability = {"async": "ASYNC_FLUSH: page cache, commit log flushed every 500 ms",
                   "sync": "SYNC_FLUSH: GroupCommitService forces the commit log before the ack"}
     version = VERSION
+    broker_settings: dict[str, str] | None = None      # more broker.conf keys; the compare rows run its defaults
     notes = (f"Apache RocketMQ {VERSION} NameServer + broker (JDK 17, broker heap 1 GiB), driven by rocketq's "
              "Python client over remoting exactly as the rocketq (remoting) row")
 
@@ -140,7 +142,7 @@ class ApacheRocketMQ(Rocketq):
         ns_port, port = free_port(), broker_port()
         self.namesrv, self.broker_port = f"127.0.0.1:{ns_port}", port
         (r / "namesrv.conf").write_text(namesrv_conf(ns_port))
-        (r / "broker.conf").write_text(broker_conf(r, ns_port, port, self.sync))
+        (r / "broker.conf").write_text(broker_conf(r, ns_port, port, self.sync, self.broker_settings))
         server = self.server_command(classpath, r / "broker.conf")         # before any JVM starts: it may raise
         env = dict(os.environ, ROCKETMQ_HOME=str(r))
         self._out = open(r / "jvm.out", "ab")
