@@ -2,12 +2,13 @@
 copies of real runs (tests/bench/golden/), and the servers' configuration and command lines are built
 as their own scripts would. The real runs are the benchmark (`rocketq bench compare`), not tests."""
 
+import json
 from pathlib import Path
 
 import pytest
 
+from rocketq.bench.compare import apache_grpc, jars, kafka, kafka_tools, rmq_tools
 from rocketq.bench.compare import apache_rocketmq as arm
-from rocketq.bench.compare import jars, kafka, kafka_tools, rmq_tools
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -80,6 +81,8 @@ def test_broker_conf_binds_loopback_and_sets_the_flush_mode(tmp_path):
     assert conf["storePathRootDir"].startswith(str(tmp_path))
     assert "ASYNC_FLUSH" in arm.broker_conf(tmp_path, 9876, 30911, sync=False)
     assert "bindAddress=127.0.0.1" in arm.namesrv_conf(9876)
+    more = arm.broker_conf(tmp_path, 9876, 30911, sync=False, more={"waitTimeMillsInSendQueue": "2000"})
+    assert "waitTimeMillsInSendQueue=2000" in more.splitlines()
 
 
 def test_rocketmq_jvm_flags_fit_the_machine_and_jdk17():
@@ -88,6 +91,34 @@ def test_rocketmq_jvm_flags_fit_the_machine_and_jdk17():
     assert not any("UseBiasedLocking" in a or "java.ext.dirs" in a for a in cmd)      # JDK 17 refuses them
     assert cmd[-3:] == [arm.BROKER_MAIN, "-c", "/r/broker.conf"]
     assert "-Duser.home=/r" in cmd                                                   # logs stay in the run's dir
+
+
+def test_proxy_runs_in_local_mode_with_the_brokers_conf_and_jvm(tmp_path):
+    cmd = apache_grpc.proxy_command("CP", tmp_path, tmp_path / "broker.conf", tmp_path / "p.json", "127.0.0.1:9876")
+    main = cmd.index(apache_grpc.PROXY_MAIN)
+    flags = dict(zip(cmd[main + 1::2], cmd[main + 2::2]))
+    assert flags == {"-pm": "local", "-bc": str(tmp_path / "broker.conf"), "-pc": str(tmp_path / "p.json"),
+                     "-n": "127.0.0.1:9876"}
+    assert cmd[1:main - 2] == [*arm.BROKER_JVM, f"-Duser.home={tmp_path}", f"-Drocketmq.home.dir={tmp_path}"]
+
+
+def test_proxy_conf_names_the_brokers_cluster_and_its_ports():
+    conf = json.loads(apache_grpc.proxy_json(18081, 18080))
+    assert conf["rocketMQClusterName"] == arm.CLUSTER and conf["proxyMode"] == "LOCAL"
+    assert (conf["grpcServerPort"], conf["remotingListenPort"]) == (18081, 18080)
+    assert conf["localServeAddr"] == "127.0.0.1"
+    assert conf["grpcClientConsumerMinLongPollingTimeoutMillis"] <= 500     # the Java bench's await
+
+
+def test_the_proxys_ports_avoid_the_brokers():
+    taken = {arm.free_port() for _ in range(5)}
+    ports = apache_grpc.free_ports(2, taken)
+    assert len(set(ports)) == 2 and not set(ports) & taken
+
+
+def test_keyed_producer_takes_rocketmqs_flag():
+    cmd = rmq_tools.tool_command("CP", "producer", "ns", "TK", keys=True)
+    assert cmd[cmd.index("-k") + 1] == "true"
 
 
 def test_broker_port_leaves_room_for_its_neighbours():
@@ -141,7 +172,9 @@ def test_report_has_the_tool_rows_versions_and_failed_tool_runs(tmp_path):
              for s, sc, v in (("rocketq (remoting)", "rmq_producer", 900.0), ("Apache RocketMQ (remoting)",
                                                                                "rmq_producer", 1000.0),
                               ("rocketq (remoting)", "fast", 5.0), ("Apache RocketMQ (remoting)", "fast", 4.0),
-                              ("Apache Kafka", "fast", 8.0), ("Apache Kafka", "kafka_producer_perf", 7.0))]
+                              ("Apache Kafka", "fast", 8.0), ("Apache Kafka", "kafka_producer_perf", 7.0),
+                              ("rocketq (remoting)", "rmq_producer_keys", 800.0),
+                              ("Apache RocketMQ (remoting)", "rmq_producer_keys", 1000.0))]
     write_report({"machine": {"cpus": 2}, "runs": 1, "skipped": {}, "systems": systems,
                   "durability": {s: {"async": "a", "sync": None} for s in systems}, "settings": {"e2e_rate": 1, "verify_n": 300},
                   "versions": {"Apache RocketMQ (remoting)": "5.3.3", "Apache Kafka": "4.4.0"},
@@ -153,6 +186,8 @@ def test_report_has_the_tool_rows_versions_and_failed_tool_runs(tmp_path):
     producer = report.split("Producer, 64 threads, one message per sync send")[1].split("##")[0]
     assert "| 1024 B | msgs/s | 1 / 900 / 3 | 1 / 1,000 / 3 | 0.90 (remoting) |" in producer
     assert "kafka-producer-perf-test" in report
+    keyed = report.split("Producer with keys on (-k true: the broker indexes every message)")[1].split("##")[0]
+    assert "| 1024 B | msgs/s | 1 / 800 / 3 | 1 / 1,000 / 3 | 0.80 (remoting) |" in keyed
     assert (tmp_path / "throughput.png").stat().st_size > 0
 
 

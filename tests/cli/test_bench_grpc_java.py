@@ -52,3 +52,16 @@ def test_bench_grpc_java_without_java_says_what_is_missing(invoke, monkeypatch):
     res = invoke("bench", "grpc", "--java", "--runs", "1", "--count", N)
     assert res.exit_code == 1
     assert "java and mvn not on PATH" in res.stderr and "openjdk-17-jdk-headless" in res.stderr
+
+
+def test_bench_grpc_server_apache_is_for_the_java_clients_and_has_no_transport_choice(invoke):
+    res = invoke("bench", "grpc", "--server", "apache", "--runs", "1", "--count", N)
+    assert res.exit_code == 2 and "--server applies to --java" in res.output
+    res = invoke("bench", "grpc", "--java", "--server", "apache", "--transport", "both", "--runs", "1", "--count", N)
+    assert res.exit_code == 2 and "Apache RocketMQ serves gRPC from its proxy" in res.output
+
+
+def test_the_apache_server_waits_in_its_send_queue_as_the_rocketq_runs_do(tmp_path):
+    from rocketq.bench.java_bench import APACHE_SEND_QUEUE_WAIT_MS, ApacheServer
+    server = ApacheServer(tmp_path / "apache")          # not started: what it would start with
+    assert server.system.broker_settings == {"waitTimeMillsInSendQueue": str(APACHE_SEND_QUEUE_WAIT_MS)}

@@ -140,10 +140,10 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
 @security_options
 def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], no_tools: bool, tools_only: bool,
                   out_dir: Path | None, security) -> None:
-    """rocketq (remoting and gRPC) beside Apache RocketMQ, Apache Kafka, Redis Streams, NATS JetStream and
-    RabbitMQ streams (whatever is installed; the Java peers need java and mvn), interleaved, with each
-    system's durability modes checked by counting sync calls, plus RocketMQ's benchmark workload and Kafka's
-    perf tools against the systems that speak their protocols."""
+    """rocketq (remoting and gRPC) beside Apache RocketMQ (remoting, and gRPC through its proxy), Apache Kafka,
+    Redis Streams, NATS JetStream and RabbitMQ streams (whatever is installed; the Java peers need java and
+    mvn), interleaved, with each system's durability modes checked by counting sync calls, plus RocketMQ's
+    benchmark workload and Kafka's perf tools against the systems that speak their protocols."""
     require_extra("bench", "rocketq bench compare")
     if no_tools and tools_only:
         raise click.UsageError("--no-tools and --tools-only leave nothing to run; choose one")
@@ -175,12 +175,20 @@ def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], n
 @click.option("--transport", "transports", type=click.Choice(["grpcio", "native", "both"]), default="grpcio",
               show_default=True, help="With --java: the gRPC endpoint's transport (grpcTransport); both: each run "
                                       "serves each in turn, a table for each.")
+@click.option("--server", type=click.Choice(["rocketq", "apache"]), default="rocketq", show_default=True,
+              help="With --java: the server the Java clients run against; apache: Apache RocketMQ 5.3.3 itself "
+                   "(its proxy in local mode for gRPC, the broker in it for remoting), for its own ratio.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None)
-def bench_grpc(runs: int, count: int, java: bool, transports: str, json_out: Path | None) -> None:
+def bench_grpc(runs: int, count: int, java: bool, transports: str, server: str, json_out: Path | None) -> None:
     """The official 5.x client over gRPC beside rocketq's client over remoting, same server, same run
     (with --java: Apache RocketMQ's Java clients of both protocols)."""
+    if server != "rocketq" and not java:
+        raise click.UsageError("--server applies to --java (the Python clients run against rocketq only)")
+    if server == "apache" and transports != "grpcio":
+        raise click.UsageError("--transport chooses rocketq's gRPC endpoint; Apache RocketMQ serves gRPC from its proxy")
     if java:
-        _bench_grpc_java(runs, count, ("grpcio", "native") if transports == "both" else (transports,), json_out)
+        _bench_grpc_java(runs, count, ("grpcio", "native") if transports == "both" else (transports,), server,
+                         json_out)
         return
     from rocketq.bench.grpc_bench import run_grpc_bench
     bar, task = step_progress(None, "starting")
@@ -200,20 +208,21 @@ def bench_grpc(runs: int, count: int, java: bool, transports: str, json_out: Pat
         json_out.write_text(json.dumps(dict(report, ratios=ratios), indent=2))
 
 
-def _bench_grpc_java(runs: int, count: int, transports: tuple[str, ...], json_out: Path | None) -> None:
+def _bench_grpc_java(runs: int, count: int, transports: tuple[str, ...], server: str, json_out: Path | None) -> None:
     from rocketq.bench.java_bench import run_java_bench
-    from rocketq.bench.java_clients import JavaUnavailable, ScenarioFailed, missing_java
+    from rocketq.bench.java_clients import ScenarioFailed, missing_java
     if missing_java():
         raise click.ClickException(f"no Java clients to run: {missing_java()}")
     bar, task = step_progress(None, "starting")
     with bar:
         try:
-            report = run_java_bench(runs=runs, n=count, transports=transports,
+            report = run_java_bench(runs=runs, n=count, transports=transports, server=server,
                                     progress=lambda label: bar.update(task, description=escape(label)))
-        except (JavaUnavailable, ScenarioFailed) as exc:           # a failed scenario carries the Java trace
+        except (RuntimeError, ScenarioFailed) as exc:  # Java missing, a peer that did not start, a failed scenario
             raise click.ClickException(str(exc)) from None
     for transport, one in report.get("by_transport", {transports[0]: report}).items():
-        _java_table(one, f"gRPC transport {transport}: 1 KiB, {count:,} per send scenario, {runs} run(s): msgs/s "
+        where = f"gRPC transport {transport}" if server == "rocketq" else report["server"]
+        _java_table(one, f"{where}: 1 KiB, {count:,} per send scenario, {runs} run(s): msgs/s "
                          "min / median / max; p50 / p99 ms; server / client CPU µs per message (medians)")
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2))

@@ -23,7 +23,8 @@ the server's sync calls (:mod:`.fsync_check`):
   fsync'ed before the reply (Redis batches the fsync per event-loop iteration).
 * NATS JetStream 2.9 (file storage): written to the OS, not fsync'ed per message (nats-server 2.9
   has no per-message sync option), so it takes no part in the sync scenario.
-* Apache RocketMQ: ASYNC_FLUSH / SYNC_FLUSH, as rocketq (:mod:`.apache_rocketmq`).
+* Apache RocketMQ: ASYNC_FLUSH / SYNC_FLUSH, as rocketq (:mod:`.apache_rocketmq`; over gRPC the proxy
+  in local mode, the store in its JVM: :mod:`.apache_grpc`).
 * Apache Kafka: appended to the leader's log (page cache) / ``log.flush.interval.messages=1``, an
   fsync after every append before the ack (:mod:`.kafka`).
 """

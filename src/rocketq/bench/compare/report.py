@@ -34,6 +34,7 @@ def scenarios(settings: dict) -> list[tuple[str, str]]:
 _RMQ = "RocketMQ's benchmark workload (rocketq.bench.RmqBenchmark, rocketmq-client 5.3.3, remoting)"
 TOOL_SCENARIOS = [
     ("rmq_producer", f"{_RMQ}: Producer, 64 threads, one message per sync send (producer.sh's default)"),
+    ("rmq_producer_keys", f"{_RMQ}: Producer with keys on (-k true: the broker indexes every message)"),
     ("rmq_batch", f"{_RMQ}: BatchProducer, 64 threads, 16 messages per send (latency per send)"),
     ("rmq_consumer", f"{_RMQ}: Consumer, push, 20 threads, reading what the two producers stored"),
     ("rmq_producer_sync", f"{_RMQ}: Producer under sync durability (SYNC_FLUSH)"),
@@ -88,10 +89,11 @@ def _joined(in_sync: bool, check: dict | None) -> str:
 def durability_lines(results: dict) -> list[str]:
     checks, in_sync = results.get("durability_check", {}), set(results.get("sync_scenario", []))
     n = results.get("settings", {}).get("verify_n")
+    sends = f"{n:,}" if n else "?"                  # results written before verify_n was a setting lack it
     lines = ["## Durability per system and mode", "",
              f"Checked, untimed, before the runs: a fresh server per system and mode, warmed, then "
              f"`strace -f -c -e trace={','.join(SYNC_CALLS)}` attached to all its processes and threads while "
-             f"{n or '?':,} messages were sent one at a time, each waiting for its acknowledgement. With one "
+             f"{sends} messages were sent one at a time, each waiting for its acknowledgement. With one "
              "message in flight, a server that syncs before acknowledging makes at least one sync call per "
              f"ack; at or above {SYNCS_PER_ACK_FOR_SYNC} a mode counts as syncing before every ack (the count "
              "cannot show whether the sync came before or after the reply).", "",

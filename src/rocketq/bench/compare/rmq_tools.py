@@ -9,11 +9,14 @@ where it differs (a bounded run, a warm-up excluded, percentiles).
 Per system and message size, on one topic of ``TOPIC_QUEUES`` queues:
 
 * ``rmq_producer``: 64 threads, one message per synchronous send (producer.sh's default);
+* ``rmq_producer_keys``: the same with ``-k true``: every message carries a key, so the broker indexes
+  every message (its IndexFile, rocketq's index) - what keys cost on the send path. Run last, on a
+  topic of its own, so the other rows are measured as before it existed;
 * ``rmq_batch``: 64 threads, ``BATCH`` messages per send (BatchProducer's default);
 * ``rmq_consumer``: a push consumer with 20 threads (consumer.sh's default) reading everything the
   two producers stored, from the first offset.
 
-Under SYNC_FLUSH the two producer rows run again (``*_sync``). The parser is pure (text in, numbers out).
+Under SYNC_FLUSH the producer and batch rows run again (``*_sync``). The parser is pure (text in, numbers out).
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ def producer_rows(prefix: str, report: dict) -> list[tuple[str, str, float]]:
 
 def tool_rows(namesrv: str, root: Path, size: int, *, seconds: float, warmup_s: float,
               sync: bool) -> list[tuple[str, str, float]]:
-    """(scenario, metric, value) of the producer, batch and (unless *sync*) consumer runs."""
+    """(scenario, metric, value) of the producer and batch runs and, unless *sync*, the consumer and the
+    keyed producer runs."""
     from rocketq.bench.compare import jars
     classpath = jars.build("rocketmq")
     topic = f"RMQB{size}{'S' if sync else ''}{root.name[-6:].replace('-', '')}"
@@ -108,6 +112,11 @@ def tool_rows(namesrv: str, root: Path, size: int, *, seconds: float, warmup_s: 
             raise ToolRunFailed(f"RocketMQ benchmark consumer read none of the {stored} messages of {topic}", rows)
         rows.append(("rmq_consumer", "msgs/s", float(report["Consume TPS"])))
         rows.append(("rmq_consumer", "read / stored", float(report["Consume Total"]) / stored))
+        keyed = topic + "K"                          # last: the rows above run as they did before it existed
+        asyncio.run(_create_topic(namesrv, keyed))
+        report = run_tool(tool_command(classpath, "producer", namesrv, keyed, size=size, seconds=seconds,
+                                       warmup_s=warmup_s, keys=True, log_dir=logs), timeout)
+        rows += producer_rows("rmq_producer_keys", report)
     return rows
 
 

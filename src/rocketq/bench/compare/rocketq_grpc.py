@@ -60,6 +60,9 @@ class RocketqGrpc(Rocketq):
             self.stop()
             raise RuntimeError("rocketq serve did not announce a gRPC endpoint")
 
+    def _consumer(self, group: str, topic: str):
+        return oc.started_consumer(self.endpoint, group, topic, **self._official())
+
     def _with_producer(self, topic: str, work):
         p = oc.started_producer(self.endpoint, topic, **self._official())
         try:
@@ -83,7 +86,7 @@ class RocketqGrpc(Rocketq):
 
     async def consume(self, n):
         def read():
-            c = oc.started_consumer(self.endpoint, f"CMPG{time.monotonic_ns()}", self._topic, **self._official())
+            c = self._consumer(f"CMPG{time.monotonic_ns()}", self._topic)
             try:
                 return oc.receive_and_ack(c, n, deadline_s=300)
             finally:
@@ -91,7 +94,7 @@ class RocketqGrpc(Rocketq):
         return await asyncio.to_thread(read)
 
     async def end_to_end(self, rate, seconds, size):
-        topic = f"{self._topic}E{rate}"
+        topic = self.e2e_topic(rate)
         lat: list[float] = []
 
         def on_batch(msgs) -> None:
@@ -99,8 +102,7 @@ class RocketqGrpc(Rocketq):
             lat.extend(now - stamp_of(m.body) for m in msgs)
         p = await asyncio.to_thread(oc.started_producer, self.endpoint, topic, warm_body=stamped(size),
                                     **self._official())
-        c = await asyncio.to_thread(oc.started_consumer, self.endpoint, f"CMPGE{time.monotonic_ns()}", topic,
-                                    **self._official())
+        c = await asyncio.to_thread(self._consumer, f"CMPGE{time.monotonic_ns()}", topic)
         try:
             with oc.BackgroundReceiver(c, on_batch):
                 await self._warm(p, topic, size, lat)
@@ -111,6 +113,9 @@ class RocketqGrpc(Rocketq):
             await asyncio.to_thread(c.shutdown)
             await asyncio.to_thread(p.shutdown)
         return got
+
+    def e2e_topic(self, rate: int) -> str:
+        return f"{self._topic}E{rate}"
 
     @staticmethod
     async def _warm(p, topic: str, size: int, lat: list) -> None:

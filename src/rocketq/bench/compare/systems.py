@@ -1,6 +1,6 @@
 """Redis Streams and NATS JetStream as :class:`System` implementations, and ``SYSTEMS``: every system
-compared, in the order the report lists them (rocketq's protocols first, then Apache RocketMQ and
-Apache Kafka, then the peers from the OS)."""
+compared, in the order the report lists them (rocketq's protocols first, then Apache RocketMQ's (remoting,
+gRPC) and Apache Kafka, then the peers from the OS)."""
 
 from __future__ import annotations
 
@@ -199,12 +199,14 @@ class NatsJetStream(System):
 
 
 def _systems() -> list[type[System]]:
+    from rocketq.bench.compare.apache_grpc import ApacheRocketMQGrpc
     from rocketq.bench.compare.apache_rocketmq import ApacheRocketMQ
     from rocketq.bench.compare.kafka import ApacheKafka
     from rocketq.bench.compare.rabbitmq import RabbitStreams
     from rocketq.bench.compare.rocketq_grpc import RocketqGrpc
     from rocketq.bench.compare.rocketq_remoting import Rocketq
-    return [Rocketq, RocketqGrpc, ApacheRocketMQ, ApacheKafka, RedisStreams, NatsJetStream, RabbitStreams]
+    return [Rocketq, RocketqGrpc, ApacheRocketMQ, ApacheRocketMQGrpc, ApacheKafka, RedisStreams, NatsJetStream,
+            RabbitStreams]
 
 
 SYSTEMS = _systems()
