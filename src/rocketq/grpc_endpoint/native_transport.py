@@ -42,6 +42,7 @@ import logging
 import grpc
 
 from rocketq import _native
+from rocketq.common.aio import start_eagerly
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,7 @@ class NativeServer:
         else:
             coro = self._unary(ctx, h, body)
             if method in self._eager:
-                ctx.task = _start_eagerly(self.loop, coro)     # None: done already (and out of self._calls)
+                ctx.task = start_eagerly(self.loop, coro)     # None: done already (and out of self._calls)
                 return
         ctx.task = self.loop.create_task(coro)
 
@@ -276,44 +277,3 @@ class NativeServer:
         if self._ops:
             ops, self._ops = self._ops, []
             self._native.respond(ops)
-
-
-def _start_eagerly(loop, coro) -> asyncio.Task | None:
-    """Runs *coro* up to its first suspension here and now; None when it finished, else the task
-    that goes on running it."""
-    try:
-        waiting_on = coro.send(None)
-    except StopIteration:
-        return None
-    return loop.create_task(_go_on(coro, waiting_on))
-
-
-async def _go_on(coro, waiting_on):
-    return await _Resumed(coro, waiting_on)
-
-
-class _Resumed:
-    """Awaiting it goes on running *coro*, which was started elsewhere and last yielded *waiting_on*
-    (a future, or None for a bare yield): the task running this passes every yield, value and
-    exception (a cancellation) through, as ``yield from coro`` would."""
-
-    __slots__ = ("_coro", "_waiting_on")
-
-    def __init__(self, coro, waiting_on):
-        self._coro, self._waiting_on = coro, waiting_on
-
-    def __await__(self):
-        coro, out = self._coro, self._waiting_on
-        while True:
-            try:
-                value = yield out
-            except BaseException as exc:          # noqa: BLE001 - a cancellation (or throw()) goes to coro
-                try:
-                    out = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    out = coro.send(value)
-                except StopIteration as stop:
-                    return stop.value

@@ -36,7 +36,7 @@ Invariants and limits:
 * Requests whose code is in ``eager_codes`` start their handler at once, inside ``data_received``
   (what Python 3.12's eager tasks do): a send that needs no wait (ASYNC_FLUSH) is answered without a
   task and a loop turn of its own; one that waits (a group commit, a slave) goes on in a task from
-  where it stopped (:class:`_Started`).  Such a handler must not need ``asyncio.current_task()``
+  where it stopped (:func:`rocketq.common.aio.start_eagerly`).  Such a handler must not need ``asyncio.current_task()``
   before its first wait (``asyncio.timeout`` does).
 """
 
@@ -47,9 +47,15 @@ import logging
 import socket
 from typing import Any, Awaitable, Callable
 
+from rocketq.common.aio import start_eagerly
 from rocketq.remoting.codec import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_header
 from rocketq.remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE
-from rocketq.remoting.command import RemotingCommand, busy_response, error_response, not_supported_response
+from rocketq.remoting.command import (
+    RemotingCommand,
+    busy_response,
+    error_response,
+    not_supported_response,
+)
 from rocketq.remoting.errors import (
     LocalProtocolError,
     RemoteProtocolError,
@@ -307,13 +313,12 @@ class RemotingConnection(asyncio.Protocol):
     def _start_eagerly(self, handling) -> None:
         """Run the coroutine *handling* up to its first wait now; the rest, if any, in a task."""
         try:
-            waited_on = handling.send(None)
-        except StopIteration:
-            return                                # answered (or dropped) without waiting
+            task = start_eagerly(self._loop, handling)
         except Exception:                         # _handle answers handler errors: this is a bug below it
             log.exception("handling a request from %s failed", self.peer)
             return
-        self._track(self._loop.create_task(_resume(handling, waited_on)))
+        if task is not None:                      # None: answered (or dropped) without waiting
+            self._track(task)
 
     async def _handle(self, cmd: RemotingCommand) -> None:
         try:
@@ -444,37 +449,6 @@ class RemotingConnection(asyncio.Protocol):
         for task in tasks:
             task.cancel()
         return tasks
-
-
-class _Started:
-    """``await _Started(coro, waited_on)`` finishes *coro*, a coroutine already run up to a wait
-    (it yielded *waited_on*): the awaiting task takes that yield as its own, as ``yield from`` a
-    fresh coroutine would, and passes values, exceptions and cancellation through."""
-
-    __slots__ = ("_coro", "_waited_on")
-
-    def __init__(self, coro, waited_on) -> None:
-        self._coro, self._waited_on = coro, waited_on
-
-    def __await__(self):
-        coro, value = self._coro, self._waited_on
-        while True:
-            try:
-                sent = yield value
-            except BaseException as exc:          # the task's cancellation (or close), thrown into coro
-                try:
-                    value = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    value = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
-
-
-async def _resume(coro, waited_on):
-    return await _Started(coro, waited_on)
 
 
 def _format_peer(peername: Any) -> str:
