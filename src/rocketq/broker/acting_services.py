@@ -39,13 +39,9 @@ import time
 
 from rocketq.broker.escape import EscapeBridge
 from rocketq.common.aio import wait_event
-from rocketq.common.sysflag import (
-    PROPERTY_DELAY,
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
-    SCHEDULE_TOPIC,
-)
+from rocketq.common.sysflag import SCHEDULE_TOPIC
 from rocketq.store.consume_queue import BLANK_SIZE
+from rocketq.store.schedule import due_message
 
 log = logging.getLogger(__name__)
 
@@ -121,14 +117,8 @@ class DelayEscape:
         m = self._broker.store.read_message(phy, size)
         if m is None:
             return True                            # expired with its segment: nothing to deliver
-        props = dict(m.properties)
-        topic = props.get(PROPERTY_REAL_TOPIC)
-        if topic is None:
-            log.error("delayed message at offset %d has no REAL_TOPIC; skipped", phy)
-            return True
-        props.pop(PROPERTY_DELAY, None)
-        return await self._put(m.to_message(topic=topic, properties=props,
-                                            queue_id=int(props.get(PROPERTY_REAL_QUEUE_ID, "0") or 0)))
+        msg = due_message(m, phy)
+        return True if msg is None else await self._put(msg)
 
 
 class ActingServices:

@@ -16,7 +16,12 @@ import threading
 import time
 from pathlib import Path
 
-from rocketq.common.sysflag import PROPERTY_DELAY, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, SCHEDULE_TOPIC
+from rocketq.common.sysflag import (
+    PROPERTY_DELAY,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    SCHEDULE_TOPIC,
+)
 from rocketq.store.config_files import read_json, write_json
 from rocketq.store.consume_queue import BLANK_SIZE
 from rocketq.store.record import StoredMessage
@@ -101,14 +106,9 @@ class ScheduleService:
         raw = self._store.commitlog.read(phy, size)
         if raw is None:
             return True     # expired with its segment; nothing to deliver
-        m = StoredMessage(raw)
-        props = dict(m.properties)
-        topic = props.get(PROPERTY_REAL_TOPIC)
-        if topic is None:
-            log.error("delayed message at offset %d has no REAL_TOPIC; dropping it", phy)
+        msg = due_message(StoredMessage(raw), phy)
+        if msg is None:
             return True
-        props.pop(PROPERTY_DELAY, None)
-        msg = m.to_message(topic=topic, properties=props, queue_id=int(props.get(PROPERTY_REAL_QUEUE_ID, "0")))
         result = self._store.put_message(msg)
         if not result.ok and not self._failing:
             log.warning("re-putting delayed message at offset %d failed: %s (%s); retrying every poll",
@@ -153,3 +153,15 @@ class ScheduleService:
         except OSError as exc:      # a full disk: the older progress stays; at-least-once, nothing lost
             log.error("delay-level progress not saved at shutdown (%s); messages delivered since the last save "
                       "will be delivered again after the restart", exc)
+
+
+def due_message(m: StoredMessage, phy: int):
+    """The message a delayed record at *phy* becomes when its level is due: its real topic and
+    queue back, the delay property gone; None (logged) when the record has no real topic."""
+    props = dict(m.properties)
+    topic = props.get(PROPERTY_REAL_TOPIC)
+    if topic is None:
+        log.error("delayed message at offset %d has no REAL_TOPIC; skipped", phy)
+        return None
+    props.pop(PROPERTY_DELAY, None)
+    return m.to_message(topic=topic, properties=props, queue_id=int(props.get(PROPERTY_REAL_QUEUE_ID, "0") or 0))
