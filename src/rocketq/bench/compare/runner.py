@@ -7,8 +7,8 @@ is missing, documented to) take part in the sync-durability scenario.
 
 Before each latency scenario the machine is warmed: the system is driven for a second first (one
 message per round trip on an idle VM is dominated by waking an idle vCPU, so the first second is
-thrown away).  CPU seconds and peak RSS of the broker process are taken with psutil around the
-batched-produce scenario and scaled to one million messages.
+thrown away).  CPU seconds, peak RSS and peak private memory of the broker process are taken with
+psutil around the batched-produce scenario; the CPU is scaled to one million messages.
 """
 
 from __future__ import annotations
@@ -56,22 +56,28 @@ def _pct(lat: list[float], q: float) -> float:
 
 
 class _Sampler:
-    """Peak RSS of a process, sampled every 100 ms on a thread."""
+    """Peak RSS and peak private memory of a process and its children, sampled every 100 ms on a thread.
+
+    RSS counts the pages of mapped files a process has touched - for a broker that maps its log, the
+    segments it wrote - so it grows with the messages written.  Private memory is RSS less the pages
+    that are file-backed or shared (statm's ``shared``: RssFile + RssShmem): the heap, the stacks and
+    the anonymous maps, what the broker itself holds."""
 
     def __init__(self, pid: int):
         import psutil
         self.proc = psutil.Process(pid)
-        self.peak = 0
+        self.peak = self.peak_private = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self):
         while not self._stop.is_set():
             try:
-                self.peak = max(self.peak, self.proc.memory_info().rss + sum(
-                    c.memory_info().rss for c in self.proc.children(recursive=True)))
+                infos = [p.memory_info() for p in (self.proc, *self.proc.children(recursive=True))]
             except Exception:
                 return
+            self.peak = max(self.peak, sum(m.rss for m in infos))
+            self.peak_private = max(self.peak_private, sum(m.rss - m.shared for m in infos))
             self._stop.wait(0.1)
 
     def cpu(self) -> float:
@@ -229,6 +235,7 @@ def _client_scenarios(system, size: int, plan: Plan, cells: Cells) -> None:
     cells.add(name, size, "fast", "MB/s", n * size / secs / 1e6)
     cells.add(name, size, "fast", "cpu s / M msgs", sampler.cpu_s * 1e6 / n)
     cells.add(name, size, "fast", "peak RSS MB", sampler.peak / 1e6)
+    cells.add(name, size, "fast", "peak private MB", sampler.peak_private / 1e6)
     if plan.backlog > n:
         _run(system.fill(plan.backlog - n, body))
     got, secs = _run(system.consume(system.count("consume", plan.backlog)))
