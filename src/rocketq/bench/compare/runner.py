@@ -66,6 +66,7 @@ class _Sampler:
     def __init__(self, pid: int):
         import psutil
         self.proc = psutil.Process(pid)
+        self._gone = psutil.Error                # the process (or a child) ended: keep the peaks so far
         self.peak = self.peak_private = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -74,7 +75,7 @@ class _Sampler:
         while not self._stop.is_set():
             try:
                 infos = [p.memory_info() for p in (self.proc, *self.proc.children(recursive=True))]
-            except Exception:
+            except self._gone:
                 return
             self.peak = max(self.peak, sum(m.rss for m in infos))
             self.peak_private = max(self.peak_private, sum(m.rss - m.shared for m in infos))
