@@ -39,7 +39,8 @@ from rocketq.bench.compare.runner import WARMUP_SENDS, Plan, _pct, _run, _Sample
 PY_SPY = Path(sys.executable).with_name("py-spy")
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 METRICS_TIMEOUT_S = 5.0
-SYNCS = re.compile(r"^rocketq_group_commit_syncs_total\{[^}]*\} ([\d.e+]+)$", re.MULTILINE)
+SYNCS = re.compile(r"^rocketq_group_commit_syncs_total\{[^}]*\} ([\d.e+-]+)$", re.MULTILINE)
+SYNC_SECONDS = re.compile(r"^rocketq_group_commit_seconds_total\{[^}]*\} ([\d.e+-]+)$", re.MULTILINE)
 
 
 def thread_ticks(pid: int) -> dict[int, int]:
@@ -73,18 +74,20 @@ def by_thread(pid: int, before: dict[int, int], after: dict[int, int]) -> dict[s
     return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: -kv[1]) if v > 0}
 
 
-def group_commit_syncs(pid: int) -> float | None:
-    """The broker's ``rocketq_group_commit_syncs_total``, from whichever of its listening ports serves /metrics."""
+def group_commit_syncs(pid: int) -> tuple[float, float] | None:
+    """The broker's group-commit counters (fsyncs, seconds in them), from whichever of its listening
+    ports serves /metrics."""
     import psutil
     ports = sorted({c.laddr.port for c in psutil.Process(pid).net_connections("tcp") if c.status == "LISTEN"})
     for port in ports:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=METRICS_TIMEOUT_S) as r:
-                found = SYNCS.search(r.read().decode())
+                text = r.read().decode()
         except (OSError, ValueError):          # not the metrics port (remoting, NameServer, ...)
             continue
-        if found:
-            return float(found.group(1))
+        syncs, seconds = SYNCS.search(text), SYNC_SECONDS.search(text)
+        if syncs and seconds:
+            return float(syncs.group(1)), float(seconds.group(1))
     return None
 
 
@@ -99,6 +102,7 @@ def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: flo
                 _run(system.produce_one(WARMUP_SENDS, body))
                 _run(system.produce_one(plan.one_n, body))
             if hold_s:
+                print(f"row in {hold_s} s", file=sys.stderr, flush=True)
                 time.sleep(hold_s)
             ticks = thread_ticks(system.pid) if threads else {}
             syncs0 = group_commit_syncs(system.pid) if sync else None
@@ -117,9 +121,12 @@ def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: flo
             if sync:
                 row["p99_ms"] = round(_pct(lat, 0.99), 2)
                 syncs1 = group_commit_syncs(system.pid)
-                if syncs0 is not None and syncs1 is not None and syncs1 > syncs0:
-                    row["fsyncs"] = int(syncs1 - syncs0)
-                    row["sends_per_fsync"] = round(n / (syncs1 - syncs0), 1)
+                if syncs0 is not None and syncs1 is not None and syncs1[0] > syncs0[0]:
+                    fsyncs = syncs1[0] - syncs0[0]
+                    row["fsyncs"] = int(fsyncs)
+                    row["sends_per_fsync"] = round(n / fsyncs, 1)
+                    row["fsync_ms"] = round((syncs1[1] - syncs0[1]) / fsyncs * 1000, 2)
+                    row["fsync_busy"] = round((syncs1[1] - syncs0[1]) / secs, 2)     # share of the row in fsync
             if threads:
                 row["thread_cpu_s"] = by_thread(system.pid, ticks, thread_ticks(system.pid))
             return row
