@@ -143,9 +143,13 @@ async def send_batch(broker, conn, cmd: RemotingCommand) -> RemotingCommand:
     code = STATUS_CODES[rs.status]
     if rs.ok:
         code = await broker.replication.replicated(rs.end_offset) or code
-    first = rs[0]
+    if msgs.__class__ is list:                        # the general path: a delayed message may have moved queue
+        first = rs[0]
+        queue_id, queue_offset = first.queue_id, first.queue_offset
+    else:       # staged from the wire: every record is for queue qid (rs[0] would build two lists per batch)
+        queue_id, queue_offset = qid, msgs.queue_offset(0)
     return RemotingCommand.create_response(cmd, code, None, {
-        "msgId": rs.joined_msg_ids(), "queueId": first.queue_id, "queueOffset": first.queue_offset})
+        "msgId": rs.joined_msg_ids(), "queueId": queue_id, "queueOffset": queue_offset})
 
 
 def stage_batch(store, body: bytes, header: dict):
