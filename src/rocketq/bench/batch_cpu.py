@@ -10,14 +10,15 @@ that come before the row in compare (``--no-preamble`` skips them), with the bro
 read around the row and scaled to a million messages, as compare's sampler reads them.
 
 ``--sync`` runs the sync-durability row instead (SYNC_FLUSH, 64 producers, one message per send,
-20,000 messages): msgs/s, p99, and how many sends shared one fsync (the broker's
-``rocketq_group_commit_syncs_total`` metric, read before and after).
+20,000 messages): msgs/s, p99, how many sends shared one fsync, the mean fsync time and the share
+of the row spent in fsyncs (the broker's group-commit metrics, read before and after).
 
 The tool runs against another checkout too (``PYTHONPATH=<tree>/src python <this file>``): it uses
-only compare's classes and the broker's metrics.  ``--threads`` adds the CPU each of the broker's threads spent in the row (``/proc/<pid>/task``, the
-threads named by ``py-spy dump``): the event loop, the dispatcher, the flush services, the allocator.
-``--hold S`` waits S seconds between the preamble and the row (to attach a profiler: the server's pid
-is printed first).  Every run prints one JSON line, the load average beside its figures.
+only compare's classes and the broker's metrics.  ``--threads`` adds the CPU each of the broker's
+threads spent in the row (``/proc/<pid>/task``, the threads named by ``py-spy dump``): the event
+loop, the dispatcher, the flush services, the allocator.  ``--hold S`` waits S seconds between the
+preamble and the row (to attach a profiler: the server's pid is printed first, "row in S s" then).
+Every run prints one JSON line, the load average beside its figures.
 """
 
 from __future__ import annotations
