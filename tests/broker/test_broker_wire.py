@@ -51,6 +51,38 @@ def test_long_polling_answers_when_a_message_arrives(tmp_path):
     asyncio.run(with_broker(tmp_path, scenario))
 
 
+def test_a_batch_answers_its_queue_and_first_queue_offset(tmp_path):
+    """The answer names the queue the batch went to and its first message's offset there, whether the
+    batch was staged from the wire (plain messages) or went through Message objects (a delay level)."""
+    from rocketq.common.msgid import decode_offset_msg_id
+
+    def batch_request(n, queue_id, props="KEYS\x01k\x02"):
+        req = send_v2("Answers", encode_batch([(0, b"a%d" % i, props) for i in range(n)]), queue_id=queue_id)
+        req.code = RequestCode.SEND_BATCH_MESSAGE
+        return req
+
+    async def max_offset(client, queue_id):
+        r = await client.invoke(RemotingCommand.create_request(RequestCode.GET_MAX_OFFSET,
+                                                               {"topic": "Answers", "queueId": queue_id}), timeout_s=5)
+        return int(r.ext_fields["offset"])
+
+    async def scenario(broker, client):
+        answers = []
+        for n, qid, props in ((5, 2, "KEYS\x01k\x02"), (3, 2, ""), (4, -1, "KEYS\x01k\x02"),
+                              (2, 3, "DELAY\x012\x02")):       # the last: the general path (Message objects)
+            r = await client.invoke(batch_request(n, qid, props), timeout_s=5)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            answers.append((r.ext_fields["queueId"], r.ext_fields["queueOffset"]))
+            first_id = r.ext_fields["msgId"].split(",")[0]
+            stored = broker.store.read_message(decode_offset_msg_id(first_id)[1])
+            assert (str(stored.queue_id), str(stored.queue_offset)) == answers[-1] and stored.body == b"a0"
+        assert answers[:2] == [("2", "0"), ("2", "5")]
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        chosen = int(answers[2][0])
+        assert await max_offset(client, chosen) == int(answers[2][1]) + 4
+    asyncio.run(with_broker(tmp_path, scenario))
+
+
 def test_batch_offsets_and_admin(tmp_path):
     async def scenario(broker, client):
         batch = encode_batch([(0, b"b%d" % i, "KEYS\x01bk%d\x02" % i) for i in range(5)])

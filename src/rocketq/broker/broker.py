@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from pathlib import Path
 
-from rocketq._native import BatchFormatError
 from rocketq.acl.requests import RequestBodyError, needs_of, request_names_refusal
 from rocketq.acl.signing import sign
 from rocketq.broker import (
@@ -35,6 +33,7 @@ from rocketq.broker import (
     recall,
     reply,
     runtime_config,
+    send_handlers,
 )
 from rocketq.broker.acting_master import ActingMaster
 from rocketq.broker.client_config import check_client_config
@@ -50,33 +49,18 @@ from rocketq.broker.pop import remoting as pop_remoting
 from rocketq.broker.pull import PullHandler
 from rocketq.broker.registration import NameServerRegistrar, parse_namesrv_addrs
 from rocketq.broker.replication import Replication
-from rocketq.broker.send import (
-    STATUS_CODES,
-    batch_messages,
-    decode_batch,
-    message_from_header,
-    message_kind,
-    route_single,
-    send_header,
-    terminate_properties,
-)
+from rocketq.broker.send import host_of
 from rocketq.broker.send_back import consumer_send_back
-from rocketq.broker.send_plain import send_fields, send_plain
 from rocketq.broker.settings import BrokerSettings  # callers import it from here too
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_groups import SubscriptionGroupManager
 from rocketq.broker.timer import Timer
 from rocketq.broker.timer_messages import TimerPolicy
-from rocketq.broker.topic_attributes import NORMAL, message_type_of, type_refusal
-from rocketq.broker.topic_config import TopicConfig, TopicConfigManager
+from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.broker.transaction_check import TransactionChecker
 from rocketq.broker.transactions import end_transaction
-from rocketq.common.msgid import HostAddress
-from rocketq.common.sysflag import PROPERTY_UNIQ_KEY
-from rocketq.common.validation import NOT_ALLOWED_SEND_TOPICS
 from rocketq.remoting import (
     RemotingCommand,
-    RemotingCommandError,
     RemotingServer,
     RequestCode,
     ResponseCode,
@@ -84,7 +68,6 @@ from rocketq.remoting import (
 )
 from rocketq.remoting.tls import ServerTls, TlsMode, client_context
 from rocketq.store import MessageStore, StoreConfig
-from rocketq.store.results import PutError
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +97,12 @@ class Broker:
         self.server_tls: ServerTls | None = None
         self._tasks: list[asyncio.Task] = []
         self._handlers = {
-            RequestCode.SEND_MESSAGE: self._send, RequestCode.SEND_MESSAGE_V2: self._send,
-            RequestCode.SEND_BATCH_MESSAGE: self._send_batch,
+            **send_handlers.handlers(self),
             RequestCode.CONSUMER_SEND_MSG_BACK: lambda conn, cmd: consumer_send_back(self, conn, cmd),
             RequestCode.END_TRANSACTION: lambda conn, cmd: end_transaction(self, conn, cmd),
             RequestCode.CHECK_CLIENT_CONFIG: lambda conn, cmd: check_client_config(self, conn, cmd),
             **admin.handlers(self), **admin_ops.handlers(self), **queries.handlers(self), **pop_remoting.handlers(self), **assignment.handlers(self),
-            **recall.handlers(self, _host_of), **reply.handlers(self, _host_of), **offset_reset.handlers(self),
+            **recall.handlers(self, host_of), **reply.handlers(self, host_of), **offset_reset.handlers(self),
             **runtime_config.handlers(self), **auth_admin.handlers(self), **epoch_cache_handlers(self),
             **client_handlers.handlers(self), **acting_master.handlers(self),
         }
@@ -377,165 +359,11 @@ class Broker:
             return not_supported_response(cmd)
         return await handler(conn, cmd)
 
-    # -- producing ---------------------------------------------------------------------------
-
-    def _topic_for_send(self, cmd: RemotingCommand) -> TopicConfig | RemotingCommand:
-        return self.topic_config_for_send(cmd, cmd.get_str("topic"), cmd.get_str("defaultTopic", "TBW102"),
-                                          cmd.get_int("defaultTopicQueueNums", 4))
-
-    topic_for_send = _topic_for_send
-
-    def topic_config_for_send(self, cmd: RemotingCommand, topic: str, default_topic: str,
-                              default_queue_nums: int) -> TopicConfig | RemotingCommand:
-        """The config of the topic a send names (created from *default_topic* when auto-creation is
-        on), or the answer refusing the send."""
-        if topic in NOT_ALLOWED_SEND_TOPICS:      # the broker's own (schedule, half, op ...) topics
-            return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION,
-                                                   f"Sending message to topic[{topic}] is forbidden.")
-        tc = self.topics.get(topic) or self.topics.create_in_send(topic, default_topic, default_queue_nums)
-        if tc is None:
-            return RemotingCommand.create_response(cmd, ResponseCode.TOPIC_NOT_EXIST,
-                                                   f"topic[{topic}] not exist, apply first please!")
-        if not tc.is_writable():
-            return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION,
-                                                   f"the topic[{topic}] sending is forbidden")
-        return tc
-
-    @staticmethod
-    def _queue_id(cmd: RemotingCommand, tc: TopicConfig, conn) -> int | RemotingCommand:
-        return Broker.queue_for_send(cmd, cmd.get_int("queueId", -1), tc, conn)
-
-    @staticmethod
-    def queue_for_send(cmd: RemotingCommand, qid: int, tc: TopicConfig, conn) -> int | RemotingCommand:
-        """Queue *qid* as asked for, a random writable one for -1, or Java's SYSTEM_ERROR for a queue the topic
-        does not have (a producer whose route is older than a shrunk topic): its client then tries another queue."""
-        if qid < 0:
-            return random.randrange(tc.write_queue_nums)
-        if qid >= max(tc.write_queue_nums, tc.read_queue_nums):
-            return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, (
-                f"request queueId[{qid}] is illegal, TopicConfig [topicName={tc.topic_name}, readQueueNums="
-                f"{tc.read_queue_nums}, writeQueueNums={tc.write_queue_nums}] Producer: {getattr(conn, 'peer', '')}"))
-        return qid
-
-    async def _send(self, conn, cmd: RemotingCommand) -> RemotingCommand:
-        busy = self.replication.refuse_send(cmd) or self.flow_control.check(cmd)
-        if busy is not None:
-            return busy
-        fields = send_fields(cmd.ext_fields)
-        if fields is not None:              # header fields in one native call; None: the general path says why
-            response = await send_plain(self, conn, cmd, fields, _host_of(conn))
-            if response is not None:
-                return response
-        return await self._send_routed(conn, cmd)
-
-    async def _send_routed(self, conn, cmd: RemotingCommand) -> RemotingCommand:
-        """A single message through its policy: delay levels, timers, transaction halves."""
-        send_header(cmd)
-        tc = self._topic_for_send(cmd)
-        if isinstance(tc, RemotingCommand):
-            return tc
-        if tc.attributes:                        # a declared message.type is enforced, as on gRPC
-            why = type_refusal(tc.topic_name, tc.attributes, message_type_of(cmd.get_str("properties", "")))
-            if why is not None:
-                return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)
-        qid = self._queue_id(cmd, tc, conn)
-        if isinstance(qid, RemotingCommand):
-            return qid
-        msg = message_from_header(cmd, cmd.body, _host_of(conn), queue_id=qid)
-        msg.properties[reply.PROPERTY_CLUSTER] = self.settings.cluster_name    # as RocketMQ: replies need it
-        routed = route_single(msg, self.timer_policy, broker_name=self.settings.broker_name, clock_ms=_now_ms)
-        if routed.refusal is not None:
-            return RemotingCommand.create_response(cmd, *routed.refusal)
-        msg = routed.message
-        with self.flow_control.sending():
-            r = await self.store.put_message_async(msg)
-        code = STATUS_CODES[r.status]
-        if r.physical_offset < 0:
-            return RemotingCommand.create_response(cmd, code, r.error or str(r.status))
-        self.stats.put(tc.topic_name, 1, r.wrote_bytes, message_kind(tc.topic_name, msg))
-        self.replication.notify()
-        if r.ok:
-            code = await self.replication.replicated(r.physical_offset + r.wrote_bytes) or code
-        # Java answers the queue the message is for, also when the store parked it elsewhere (a delayed
-        # message in SCHEDULE_TOPIC_XXXX or the timer topic, a half message in the half topic)
-        # transactionId: the message's UNIQ_KEY, on every send as Java answers it; TransactionMQProducer hands it
-        # to the application (TransactionSendResult.getTransactionId) and it names the transaction in checks
-        header = {"msgId": r.msg_id, "queueId": qid, "queueOffset": r.queue_offset,
-                  "transactionId": msg.properties.get(PROPERTY_UNIQ_KEY), "recallHandle": routed.recall_handle}
-        return RemotingCommand.create_response(cmd, code, None if r.ok else str(r.status),
-                                               {k: v for k, v in header.items() if v is not None})
-
-    async def _send_batch(self, conn, cmd: RemotingCommand) -> RemotingCommand:
-        busy = self.replication.refuse_send(cmd) or self.flow_control.check(cmd)
-        if busy is not None:
-            return busy
-        send_header(cmd)
-        tc = self._topic_for_send(cmd)
-        if isinstance(tc, RemotingCommand):
-            return tc
-        why = type_refusal(tc.topic_name, tc.attributes, NORMAL) if tc.attributes else None
-        if why is not None:                      # a batch holds normal messages (no delay, no transaction)
-            return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)
-        qid = self._queue_id(cmd, tc, conn)
-        if isinstance(qid, RemotingCommand):
-            return qid
-        header = dict(topic=tc.topic_name, queue_id=qid, sys_flag=cmd.get_int("sysFlag", 0),
-                      born_timestamp=cmd.get_int("bornTimestamp", 0), born_host=_host_of(conn),
-                      reconsume_times=cmd.get_int("reconsumeTimes", 0))
-        try:
-            msgs = self._stage_batch(cmd.body or b"", header)
-        except PutError as exc:
-            return RemotingCommand.create_response(cmd, STATUS_CODES[exc.status], exc.reason)
-        except BatchFormatError as exc:
-            raise RemotingCommandError("body", str(exc)) from None
-        if msgs is None:                                  # a delay level inside: the general path
-            msgs = batch_messages(decode_batch(cmd.body), **header)
-        if not len(msgs):
-            return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-        with self.flow_control.sending():
-            rs = await self.store.put_messages_async(msgs)      # SYNC_FLUSH: awaits the shared fsync
-        if not rs.ok:
-            return RemotingCommand.create_response(cmd, STATUS_CODES[rs.status], rs.error or str(rs.status))
-        self.stats.put(tc.topic_name, len(msgs), len(cmd.body))
-        self.replication.notify()
-        code = STATUS_CODES[rs.status]
-        if rs.ok:
-            code = await self.replication.replicated(rs.end_offset) or code
-        first = rs[0]
-        return RemotingCommand.create_response(cmd, code, None, {
-            "msgId": rs.joined_msg_ids(), "queueId": first.queue_id, "queueOffset": first.queue_offset})
-
-    def _stage_batch(self, body: bytes, header: dict):
-        try:
-            return self.store.stage_wire_batch(body, **header)
-        except PutError:
-            fixed = terminate_properties(body)        # a RocketMQ 4.x client's batch: retried once, rewritten
-            if fixed is None:
-                raise
-            return self.store.stage_wire_batch(fixed, **header)
-
-    # -- clients -----------------------------------------------------------------------------
-
 
 _ok = admin.ok
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _ip_of(conn) -> str:
     peer = getattr(conn, "peername", None)
     return str(peer[0]) if isinstance(peer, tuple) and peer else ""
 
-
-def _host_of(conn) -> HostAddress:
-    """The client's address as born host (parsed once per connection)."""
-    host = conn.context.get("born_host")
-    if host is None:
-        try:
-            host = HostAddress.parse(conn.peer)
-        except (ValueError, AttributeError):
-            host = HostAddress(b"\x7f\x00\x00\x01", 0)
-        conn.context["born_host"] = host
-    return host

@@ -22,7 +22,7 @@ import logging
 import random
 import time
 
-from rocketq.broker.send import message_from_header, send_header
+from rocketq.broker.send import message_from_header, send_header, topic_for_send
 from rocketq.broker.topic_config import REPLY_TOPIC_SUFFIX
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
 
@@ -47,7 +47,7 @@ def handlers(broker, host_of) -> dict:
 
 async def send_reply(broker, cmd: RemotingCommand, born_host, born_peer: str) -> RemotingCommand:
     send_header(cmd)
-    tc = broker.topic_for_send(cmd)
+    tc = topic_for_send(broker, cmd)
     if isinstance(tc, RemotingCommand):
         return tc
     qid = cmd.get_int("queueId", -1)

@@ -26,6 +26,7 @@ MESSAGE_ILLEGAL for a bad value or a delay over ``timerMaxDelaySec``, SYSTEM_ERR
 
 from __future__ import annotations
 
+import random
 import struct
 from dataclasses import dataclass
 from itertools import repeat
@@ -45,6 +46,7 @@ from rocketq.common.message import Message
 from rocketq.common.msgid import HostAddress
 from rocketq.common.properties import decode_properties
 from rocketq.common.sysflag import PROPERTY_DELAY
+from rocketq.common.validation import NOT_ALLOWED_SEND_TOPICS
 from rocketq.remoting import RemotingCommand, RemotingCommandError, ResponseCode
 from rocketq.store.results import PutStatus
 
@@ -83,6 +85,52 @@ def send_header(cmd: RemotingCommand) -> RemotingCommand:
     if "b" in cmd.ext_fields and "topic" not in cmd.ext_fields:
         cmd.ext_fields = {V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
     return cmd
+
+
+def topic_for_send(broker, cmd: RemotingCommand):
+    """:func:`topic_config_for_send` of the topic named in *cmd*'s (V1-named) header."""
+    return topic_config_for_send(broker, cmd, cmd.get_str("topic"), cmd.get_str("defaultTopic", "TBW102"),
+                                 cmd.get_int("defaultTopicQueueNums", 4))
+
+
+def topic_config_for_send(broker, cmd: RemotingCommand, topic: str, default_topic: str, default_queue_nums: int):
+    """The ``TopicConfig`` of the topic a send names (created from *default_topic* when auto-creation
+    is on), or the answer refusing the send."""
+    if topic in NOT_ALLOWED_SEND_TOPICS:      # the broker's own (schedule, half, op ...) topics
+        return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION,
+                                               f"Sending message to topic[{topic}] is forbidden.")
+    tc = broker.topics.get(topic) or broker.topics.create_in_send(topic, default_topic, default_queue_nums)
+    if tc is None:
+        return RemotingCommand.create_response(cmd, ResponseCode.TOPIC_NOT_EXIST,
+                                               f"topic[{topic}] not exist, apply first please!")
+    if not tc.is_writable():
+        return RemotingCommand.create_response(cmd, ResponseCode.NO_PERMISSION,
+                                               f"the topic[{topic}] sending is forbidden")
+    return tc
+
+
+def queue_for_send(cmd: RemotingCommand, qid: int, tc, conn) -> int | RemotingCommand:
+    """Queue *qid* as asked for, a random writable one for -1, or Java's SYSTEM_ERROR for a queue the topic
+    does not have (a producer whose route is older than a shrunk topic): its client then tries another queue."""
+    if qid < 0:
+        return random.randrange(tc.write_queue_nums)
+    if qid >= max(tc.write_queue_nums, tc.read_queue_nums):
+        return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, (
+            f"request queueId[{qid}] is illegal, TopicConfig [topicName={tc.topic_name}, readQueueNums="
+            f"{tc.read_queue_nums}, writeQueueNums={tc.write_queue_nums}] Producer: {getattr(conn, 'peer', '')}"))
+    return qid
+
+
+def host_of(conn) -> HostAddress:
+    """The client's address as born host (parsed once per connection)."""
+    host = conn.context.get("born_host")
+    if host is None:
+        try:
+            host = HostAddress.parse(conn.peer)
+        except (ValueError, AttributeError):
+            host = HostAddress(b"\x7f\x00\x00\x01", 0)
+        conn.context["born_host"] = host
+    return host
 
 
 def message_from_header(cmd: RemotingCommand, body: bytes, born_host: HostAddress, *, queue_id: int,

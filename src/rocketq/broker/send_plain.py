@@ -16,7 +16,7 @@ broker's ``CLUSTER`` property appended.  So:
 
 :func:`send_plain` returns None when a step finds policy to apply (a transaction half, a property
 only the general path handles, a header field in an unusual form); the broker's general path
-(``Broker._send_routed``: ``Message``, :func:`~rocketq.broker.send.route_single`, the store's
+(``send_handlers.send_routed``: ``Message``, :func:`~rocketq.broker.send.route_single`, the store's
 ``Preparer.messages``) then handles the request from the start.  The two paths store the same bytes
 and answer the same frames (tests/broker/test_send_plain.py compares them).  One difference in
 order: a message the store refuses (too large, properties too long) is answered before the store's
@@ -26,7 +26,7 @@ running state is looked at, where the general path looks at the state first; bot
 from __future__ import annotations
 
 from rocketq._native import send_fields
-from rocketq.broker.send import STATUS_CODES
+from rocketq.broker.send import STATUS_CODES, queue_for_send, topic_config_for_send
 from rocketq.broker.topic_attributes import message_type_of, type_refusal
 from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE
@@ -42,14 +42,14 @@ async def send_plain(broker, conn, cmd: RemotingCommand, fields: tuple,
     topic, default_topic, queue_nums, qid, sys_flag, born_ts, flag, reconsume, props = fields
     if sys_flag & TRANSACTION_MASK == TRANSACTION_PREPARED_TYPE:
         return None                                       # a transaction's half
-    tc = broker.topic_config_for_send(cmd, topic, default_topic, queue_nums)
+    tc = topic_config_for_send(broker, cmd, topic, default_topic, queue_nums)
     if tc.__class__ is RemotingCommand:
         return tc
     if tc.attributes:                        # a declared message.type is enforced, as on gRPC
         why = type_refusal(tc.topic_name, tc.attributes, message_type_of(props))
         if why is not None:
             return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)
-    qid = broker.queue_for_send(cmd, qid, tc, conn)
+    qid = queue_for_send(cmd, qid, tc, conn)
     if qid.__class__ is RemotingCommand:
         return qid
     store = broker.store
@@ -71,7 +71,7 @@ async def send_plain(broker, conn, cmd: RemotingCommand, fields: tuple,
     broker.replication.notify()
     if r.ok:
         code = await broker.replication.replicated(r.physical_offset + r.wrote_bytes) or code
-    # the general path's answer: transactionId is the message's UNIQ_KEY (see Broker._send_routed)
+    # the general path's answer: transactionId is the message's UNIQ_KEY (see send_handlers.send_routed)
     header = {"msgId": r.msg_id, "queueId": qid, "queueOffset": r.queue_offset}
     if uniq_key is not None:
         header["transactionId"] = uniq_key
