@@ -10,8 +10,9 @@ Batch body (``MessageDecoder.encodeMessages``), one record per message, big-endi
     int32 totalSize | int32 magic (0) | int32 bodyCRC (0) | int32 flag | int32 bodyLen + body |
     int16 propertiesLen + properties
 
-The topic is created on first use from ``defaultTopic`` when auto-creation is on; a queue id
-beyond the topic's write queues is taken modulo their number, as RocketMQ does.  Store statuses
+The topic is created on first use from ``defaultTopic`` when auto-creation is on; queue id -1
+picks a writable queue at random, and a queue id the topic does not have is refused with
+SYSTEM_ERROR, as RocketMQ 5 does (its client then tries another queue).  Store statuses
 map one-to-one onto response codes; the response carries the offset message id (a batch: the
 ids joined with commas), the queue id and the queue offset.
 
