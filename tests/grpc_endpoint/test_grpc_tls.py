@@ -235,6 +235,15 @@ def test_bad_handshakes_close_only_their_connection_within_the_timeout(tmp_path,
         hello_start = bytes([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03])
         assert 0.5 < _closed_within(port, b"", 8) < 5
         assert 0.5 < _closed_within(port, hello_start, 8) < 5
+        # a whole TLS handshake, then no HTTP/2 preface: the same deadline holds
+        ctx = ssl.create_default_context(cafile=str(d / "ca.pem"))
+        ctx.set_alpn_protocols(["h2"])
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=8) as raw, \
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            while sock.recv(4096):                 # nothing comes (OpenSSL takes TLS 1.3 tickets), then the close
+                pass
+        assert time.monotonic() - started < 5
         assert _query_route(port, _creds(ca)).status.code == 20000       # served all along
         wait_until(lambda: stats()[0] == 0, what="every connection to be released")
     finally:
