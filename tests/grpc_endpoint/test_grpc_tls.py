@@ -2,8 +2,9 @@
 native one, rustls): the official client sending over TLS, plain-text calls refused, a certificate from
 another CA refused, client certificates when required (and, on the native transport, checked when
 optional), a new certificate for new connections once the files change; and, on the native transport,
-bad handshakes (garbage, plain HTTP/2, silence, a half hello) closing only their connection within the
-handshake timeout, and certificate files rustls cannot use refused with their paths named."""
+bad handshakes (garbage, plain HTTP/2, silence, a half hello, TLS but no HTTP/2) closing only their
+connection within the handshake timeout, and certificate files rustls cannot use refused with their
+paths named."""
 
 import datetime
 import os
