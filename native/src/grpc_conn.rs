@@ -6,7 +6,9 @@
 //! keepalive ping when the peer has been quiet for the keepalive time (no answer within as long:
 //! the connection is closed, as grpc's keepalive does), GOAWAY once no call has been in progress
 //! for the idle timeout, and GOAWAY when the server stops; after GOAWAY a connection with no
-//! stream left is closed within [`GOAWAY_GRACE`].
+//! stream left is closed within [`GOAWAY_GRACE`]. On a TLS port the TLS handshake comes first
+//! (with the configuration current when the connection was accepted); it and the HTTP/2 preface
+//! share one deadline, so a peer that stalls or fails either holds its slot that long at most.
 
 use crate::grpc_server::{Held, Shared};
 use crate::grpc_stream::serve_stream;
@@ -16,6 +18,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 /// HTTP/2 flow-control windows the server grants (the spec's default is 64 KiB).
@@ -26,7 +29,7 @@ const MAX_FRAME_BYTES: u32 = 1 << 16;
 const MAX_HEADER_LIST_BYTES: u32 = 16 << 10;
 /// What h2 may hold for one stream beyond what the peer's window has taken.
 const SEND_BUFFER_BYTES: usize = 1 << 20;
-/// A connection that has not finished its HTTP/2 preface by then is closed.
+/// A connection that has not finished its TLS handshake and HTTP/2 preface by then is closed.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Fastest check of a connection's keepalive and idle timers.
 pub(crate) const MIN_TICK: Duration = Duration::from_millis(50);
@@ -48,6 +51,31 @@ pub(crate) async fn serve_connection(
     }
     .into();
     let l = &shared.limits;
+    // a connection that never completes its handshakes is idle too: the idle timeout holds for it as well
+    let handshake = l
+        .idle_timeout
+        .map_or(HANDSHAKE_TIMEOUT, |idle| idle.min(HANDSHAKE_TIMEOUT));
+    let deadline = Instant::now() + handshake;
+    match shared.tls.as_ref() {
+        None => serve_http2(&shared, sock, peer, deadline).await,
+        Some(tls) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
+            // a failed, refused or stalled handshake ends this connection only
+            if let Ok(Ok(stream)) = tokio::time::timeout_at(deadline, acceptor.accept(sock)).await {
+                serve_http2(&shared, stream, peer, deadline).await;
+            }
+        }
+    }
+}
+
+/// HTTP/2 over `io` (a TCP or TLS stream) until the connection ends; `deadline`: of its preface.
+async fn serve_http2<T: AsyncRead + AsyncWrite + Unpin>(
+    shared: &Arc<Shared>,
+    io: T,
+    peer: Arc<str>,
+    deadline: Instant,
+) {
+    let l = &shared.limits;
     let mut builder = h2::server::Builder::new();
     builder
         .max_concurrent_streams(l.max_streams)
@@ -57,11 +85,7 @@ pub(crate) async fn serve_connection(
         .max_header_list_size(MAX_HEADER_LIST_BYTES)
         .max_send_buffer_size(SEND_BUFFER_BYTES)
         .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS);
-    // a connection that never completes its preface is idle too: the idle timeout holds for it as well
-    let handshake = l
-        .idle_timeout
-        .map_or(HANDSHAKE_TIMEOUT, |idle| idle.min(HANDSHAKE_TIMEOUT));
-    let mut conn = match tokio::time::timeout(handshake, builder.handshake::<_, Bytes>(sock)).await
+    let mut conn = match tokio::time::timeout_at(deadline, builder.handshake::<_, Bytes>(io)).await
     {
         Ok(Ok(c)) => c,
         _ => return,

@@ -22,10 +22,16 @@
 //! of partial requests across all streams (past it RESOURCE_EXHAUSTED), the header list size.
 //! Messages of server-streaming calls are written only as the client's window takes them, and
 //! Python learns when each was (it waits before writing more); unary answers are one message.
+//!
+//! TLS: given a certificate and key (PEM), every connection is TLS (rustls, [`crate::grpc_tls`]);
+//! its handshake runs in the connection's task within the HTTP/2 handshake's timeout, so a slow or
+//! bad one holds a connection slot for at most that long and ends only that connection.
+//! [`GrpcServer::set_tls`] replaces the certificate for the connections accepted after it.
 
 use crate::grpc_conn::{serve_connection, MIN_TICK};
 use crate::grpc_frame;
 use crate::grpc_stream::is_metadata;
+use crate::grpc_tls::{self, Tls};
 use bytes::Bytes;
 use http::HeaderMap;
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -118,6 +124,8 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     pub(crate) client_streaming: HashSet<String>,
     pub(crate) shutdown: watch::Sender<bool>,
+    /// the TLS configuration of new connections; `None`: plain HTTP/2
+    pub(crate) tls: Option<Tls>,
 }
 
 impl Shared {
@@ -171,7 +179,7 @@ impl GrpcServer {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (host, port, client_streaming, *, max_connections, max_streams, max_calls,
                         max_message_bytes, idle_timeout_s, keepalive_s, max_queued_bytes, max_partial_bytes,
-                        backlog=1024))]
+                        backlog=1024, tls_cert=None, tls_key=None, tls_trust=None, client_auth="none"))]
     fn new(
         host: &str,
         port: u16,
@@ -185,6 +193,10 @@ impl GrpcServer {
         max_queued_bytes: usize,
         max_partial_bytes: usize,
         backlog: u32,
+        tls_cert: Option<&[u8]>,
+        tls_key: Option<&[u8]>,
+        tls_trust: Option<&[u8]>,
+        client_auth: &str,
     ) -> PyResult<GrpcServer> {
         if !(keepalive_s > 0.0) || !(idle_timeout_s >= 0.0) || max_streams == 0 || backlog == 0 {
             return Err(PyValueError::new_err(format!(
@@ -192,6 +204,17 @@ impl GrpcServer {
                  max_streams {max_streams} and backlog {backlog} positive"
             )));
         }
+        let tls = match (tls_cert, tls_key) {
+            (Some(cert), Some(key)) => {
+                Some(Tls::new(tls_config(cert, key, tls_trust, client_auth)?))
+            }
+            (None, None) => None,
+            _ => {
+                return Err(PyValueError::new_err(
+                    "TLS needs both tls_cert and tls_key (or neither)",
+                ))
+            }
+        };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
@@ -239,6 +262,7 @@ impl GrpcServer {
             },
             client_streaming: client_streaming.into_iter().collect(),
             shutdown,
+            tls,
         });
         let grace = Arc::new(Mutex::new(Duration::ZERO));
         let (s, g) = (shared.clone(), grace.clone());
@@ -252,6 +276,31 @@ impl GrpcServer {
             thread: Mutex::new(Some(thread)),
             grace,
         })
+    }
+
+    /// Whether the port serves TLS.
+    #[getter]
+    fn tls(&self) -> bool {
+        self.shared.tls.is_some()
+    }
+
+    /// A new certificate (and trust, client-auth policy) for the connections accepted from now on;
+    /// those open keep theirs. A ValueError (and the old one stays) when the PEM does not load.
+    #[pyo3(signature = (cert, key, trust=None, client_auth="none"))]
+    fn set_tls(
+        &self,
+        cert: &[u8],
+        key: &[u8],
+        trust: Option<&[u8]>,
+        client_auth: &str,
+    ) -> PyResult<()> {
+        let Some(tls) = self.shared.tls.as_ref() else {
+            return Err(PyValueError::new_err(
+                "this gRPC server was started without TLS",
+            ));
+        };
+        tls.replace(tls_config(cert, key, trust, client_auth)?);
+        Ok(())
     }
 
     /// The descriptor the event loop watches: readable when events are queued.
@@ -360,6 +409,16 @@ impl GrpcServer {
         }
         self.shared.streams.lock().unwrap().clear();
     }
+}
+
+fn tls_config(
+    cert: &[u8],
+    key: &[u8],
+    trust: Option<&[u8]>,
+    client_auth: &str,
+) -> PyResult<Arc<rustls::ServerConfig>> {
+    grpc_tls::server_config(cert, key, trust, client_auth)
+        .map_err(|e| PyValueError::new_err(format!("gRPC TLS {e}")))
 }
 
 fn run(

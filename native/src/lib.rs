@@ -13,6 +13,7 @@ pub mod grpc_conn;
 pub mod grpc_frame;
 pub mod grpc_server;
 pub mod grpc_stream;
+pub mod grpc_tls;
 pub mod index;
 pub mod javahash;
 pub mod message;

@@ -189,14 +189,25 @@ class GrpcServer:
     """The native gRPC transport (``native/src/grpc_server.rs``): HTTP/2 served on a thread of its own,
     calls handed to Python in batches (:mod:`rocketq.grpc_endpoint.native_transport` drives it).  Binds
     ``host:port`` at once with a listen queue of *backlog* (OSError when taken); *client_streaming* lists
-    the method paths whose request is a stream (the others are read whole before their call event)."""
+    the method paths whose request is a stream (the others are read whole before their call event).
+    With *tls_cert* and *tls_key* (PEM bytes) every connection is TLS (rustls, ALPN h2): *client_auth*
+    ``none`` asks for no client certificate, ``optional`` verifies one if given, ``require`` refuses a
+    client without one (both against *tls_trust*, PEM CA certificates); ValueError names what does not
+    load."""
 
     port: int
     wake_fd: int          # readable while events are queued; drain() empties it
+    tls: bool             # the port serves TLS
 
     def __init__(self, host: str, port: int, client_streaming: list[str], *, max_connections: int,
                  max_streams: int, max_calls: int, max_message_bytes: int, idle_timeout_s: float,
-                 keepalive_s: float, max_queued_bytes: int, max_partial_bytes: int, backlog: int = 1024) -> None: ...
+                 keepalive_s: float, max_queued_bytes: int, max_partial_bytes: int, backlog: int = 1024,
+                 tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_trust: bytes | None = None,
+                 client_auth: str = "none") -> None: ...
+
+    def set_tls(self, cert: bytes, key: bytes, trust: bytes | None = None, client_auth: str = "none") -> None:
+        """A new certificate for the connections accepted from now on (those open keep theirs);
+        ValueError, and the old one stays, when it does not load or the server has no TLS."""
 
     def drain(self) -> list[tuple]:
         """The queued events, oldest first: ``(0, id, method path, metadata (a CallMetadata), peer

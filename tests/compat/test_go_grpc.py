@@ -2,7 +2,8 @@
 ``rocketq serve``. That client always dials TLS (v5.1.2 has no plaintext option; it skips certificate
 checks by default) and rocketq's gRPC port speaks TLS only with ``tlsMode`` permissive or enforcing (RocketMQ's
 proxy, permissive by default, takes both on one port), so these run against a server of their own with
-``tlsMode=permissive``: TLS on gRPC, plaintext still accepted on the remoting ports. Checked: Producer (normal, FIFO), SimpleConsumer (receive, ack, change invisible duration); and
+``tlsMode=permissive``: TLS on gRPC, plaintext still accepted on the remoting ports. Checked: Producer (normal, FIFO), SimpleConsumer (receive, ack, change invisible duration); the Java 5.x gRPC client with
+TLS on (its default) sending and receiving through the same port; and
 messages crossing protocols: sent over gRPC by Go and read over remoting by Java, rocketq's Python client
 and ``rocketq consume``; sent over remoting by Java and received over gRPC by Go and by the Java gRPC client."""
 
@@ -102,3 +103,17 @@ def test_java_remoting_to_java_grpc(compat_server, java_runner):
     for r in got:                                   # tags, keys and user properties cross the protocols too
         s = by_id[r["msgId"]]
         assert r["tags"] == s["tags"] and r["keys"] == s["keys"] and r["userProps"]["u.seq"] == s["userProps"]["u.seq"]
+
+
+def test_java_grpc_client_over_tls(tls_server, java_runner):
+    """rocketmq-client-java with enableSsl(true), its default: a TLS handshake with the endpoint (native
+    transport, rustls; the client trusts any certificate), then sends and a simple consumer's receive."""
+    ns, topic = tls_server.namesrv, "jgt_Normal"
+    grpc_java = java_runner("grpc", None, "rocketq.compat.grpc.GrpcRunner")
+    sent = grpc_java.run("produce", endpoint=tls_server.grpc, ssl="true", topic=topic, fifoTopic="jgt_Fifo",
+                         delayTopic="jgt_Delay", n=2, delayMs=200, timeout_s=90)["sent"]
+    normal = {s["uniqId"]: body(s) for s in sent if s["kind"] in ("normal", "async")}
+    assert {m.uniq_key: m.body for m in reader.read_topic(ns, topic)} == normal
+    got = grpc_java.run("simple", endpoint=tls_server.grpc, ssl="true", topic=topic, group="jgt_simple_cg",
+                        expect=len(normal), timeoutMs=30_000, timeout_s=60)["received"]
+    assert {r["msgId"]: body(r) for r in got} == normal

@@ -1,15 +1,29 @@
 """Replay the fuzzers' corpus (native/fuzz/corpus, grown by ``native/fuzz/run.sh``) through the Python
-entry points of the same decoders: every input gives a result or the decoder's own error, never a
-crash, a hang or an out-of-bounds read."""
+entry points of the same decoders (grpc_frames: through a real native gRPC server, over a socket):
+every input gives a result or the decoder's own error, never a crash, a hang or an out-of-bounds read."""
 
 from __future__ import annotations
 
 import struct
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from rocketq import _native
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "grpc_endpoint"))
+from h2_raw import (
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    HEADERS,
+    RST_STREAM,
+    RawH2,
+    frame,
+    request_headers,
+)
 
 CORPUS = Path(__file__).resolve().parents[2] / "native" / "fuzz" / "corpus"
 
@@ -84,3 +98,99 @@ def test_frames_corpus():
                     break
         except RemotingProtocolError:
             pass
+
+
+GRPC_FUZZ_LIMIT = 1 << 12          # the grpc_frames target's message limit (native/fuzz/fuzz_targets/grpc_frames.rs)
+GRPC_WINDOW_SAFE_BYTES = 60_000    # request bytes in flight per batch: under HTTP/2's initial 64 KiB window
+
+
+def _grpc_messages(data: bytes, limit: int) -> tuple[list[bytes], bool]:
+    """The gRPC messages of *data* parsed in one piece, and whether it ended cleanly (the target's reference)."""
+    out, pos = [], 0
+    while len(data) - pos >= 5:
+        flag, n = data[pos], int.from_bytes(data[pos + 1:pos + 5], "big")
+        if flag != 0 or n > limit or len(data) - pos - 5 < n:
+            return out, False
+        out.append(data[pos + 5:pos + 5 + n])
+        pos += 5 + n
+    return out, pos == len(data)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["unary", "client-stream"])
+def test_grpc_frames_corpus(streaming):
+    """Each input (first byte: the DATA chunk size - 1, the rest: the request stream) goes to a real native
+    gRPC server as one call on one connection. Unary: the call reaches Python exactly when the input is one
+    whole message, with that message. Client stream: Python gets exactly the messages a parse of the whole
+    input gives, then the half-close when it ended cleanly. Every stream ends with a status, and the
+    connection stays up."""
+    inputs = [p.read_bytes() for p in _inputs("grpc_frames")]
+    n = len(inputs) + 1
+    paths = [f"/fuzz/{i}" for i in range(len(inputs))]
+    srv = _native.GrpcServer("127.0.0.1", 0, paths if streaming else [], max_connections=2, max_streams=n,
+                             max_calls=n, max_message_bytes=GRPC_FUZZ_LIMIT, idle_timeout_s=0.0, keepalive_s=60.0,
+                             max_queued_bytes=1 << 24, max_partial_bytes=1 << 24)
+    raw = RawH2(srv.port)
+    want, seen = {}, _Seen()
+    try:
+        batch: list[int] = []
+        batch_bytes = 0
+        for i, data in enumerate([*inputs, None]):
+            if data is None or (batch and batch_bytes + len(data) > GRPC_WINDOW_SAFE_BYTES):
+                _serve_until_ended(srv, raw, batch, seen)
+                batch, batch_bytes = [], 0
+            if not data:
+                continue
+            stream, chunk, body = 2 * i + 1, data[0] + 1, data[1:]
+            parts = [body[j:j + chunk] for j in range(0, len(body), chunk)] or [b""]
+            raw.send(frame(HEADERS, END_HEADERS, stream, request_headers(paths[i])) + b"".join(
+                frame(DATA, END_STREAM if k == len(parts) - 1 else 0, stream, p) for k, p in enumerate(parts)))
+            messages, clean = _grpc_messages(body, GRPC_FUZZ_LIMIT)
+            if streaming:
+                want[i] = (messages, clean)
+            elif clean and len(messages) == 1:
+                want[i] = ([messages[0]], True)
+            batch.append(i)
+            batch_bytes += len(data)
+        assert seen.calls == want
+        assert not raw.closed.is_set(), "the server closed the connection"
+    finally:
+        raw.close()
+        srv.close(0.5)
+
+
+class _Seen:
+    """What Python was handed, per input index: (messages, whether the request ended cleanly)."""
+
+    def __init__(self):
+        self.calls: dict[int, tuple[list[bytes], bool]] = {}
+        self._index: dict[int, int] = {}                 # call id -> input index
+
+    def handle(self, srv, ev) -> None:
+        kind, call_id = ev[0], ev[1]
+        if kind == 0:                                     # (0, id, path, md, peer, timeout, body or None)
+            i = int(ev[2].rsplit("/", 1)[1])
+            self._index[call_id] = i
+            self.calls[i] = ([ev[6]], True) if ev[6] is not None else ([], False)
+            if ev[6] is not None:                         # unary: answered at once
+                srv.respond([(call_id, None, 0, "", False)])
+        elif kind == 1:                                   # a client-stream message
+            self.calls[self._index[call_id]][0].append(ev[2])
+        elif kind == 2:                                   # its half-close: a clean end
+            i = self._index[call_id]
+            self.calls[i] = (self.calls[i][0], True)
+            srv.respond([(call_id, None, 0, "", False)])
+
+
+def _serve_until_ended(srv, raw, batch, seen, timeout_s=30.0):
+    """Hands the events to *seen* until the server has ended every stream of *batch* (input indices)."""
+    pending = {2 * i + 1 for i in batch}
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        for ev in srv.drain():
+            seen.handle(srv, ev)
+        pending -= {s for k, f, s in list(raw.frames) if k == RST_STREAM or (k == HEADERS and f & END_STREAM)}
+        assert not raw.closed.is_set(), f"the server closed the connection with streams {sorted(pending)[:5]} open"
+        assert time.monotonic() < deadline, f"streams {sorted(pending)[:5]} never ended"
+        time.sleep(0.005)
+    for ev in srv.drain():                                # events queued with the last streams' ends
+        seen.handle(srv, ev)

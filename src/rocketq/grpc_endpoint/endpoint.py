@@ -21,20 +21,23 @@ QueryOffset (:mod:`~rocketq.grpc_endpoint.pull_service`).  SyncLiteSubscription 
 answers NOT_IMPLEMENTED.
 
 TLS: when the broker's ``tlsMode`` is not ``disabled`` the port is TLS only, in ``permissive`` mode
-too - gRPC's server cannot tell plain from TLS on one port, and the RocketMQ 5 Java client's default
-is TLS.  It serves the broker's certificate (``tls.server.certPath`` / ``keyPath``) through grpc's
-dynamic certificate configuration: each new handshake asks :func:`grpc_server_credentials`'s
-fetcher, which gives grpc the files again once they have changed, so new connections get the new
-certificate (connections already open keep theirs).  ``tls.server.need.client.auth=require``
-verifies client certificates against ``tls.server.trustCertPath``; grpc's Python server has no
-"request but do not require", so ``optional`` does not ask for one.
+too - grpcio's server cannot tell plain from TLS on one port (both transports do the same), and the
+RocketMQ 5 Java client's default is TLS.  It serves the broker's certificate
+(``tls.server.certPath`` / ``keyPath``, the remoting port's :class:`ServerTls`), and new connections
+get the new certificate once the files change (connections already open keep theirs): grpcio
+through its dynamic certificate configuration (each new handshake asks
+:func:`grpc_server_credentials`'s fetcher, which gives grpc the files again once they have changed),
+the native transport through rustls (its reload task, :mod:`.native_transport`).
+``tls.server.need.client.auth=require`` verifies client certificates against
+``tls.server.trustCertPath``; ``optional`` verifies one when the client shows it on the native
+transport, and asks for none on grpcio (grpc's Python server has no "request but do not require").
 
 Limits: the broker's connection limits hold here too, and a stream whose client stops taking its
 messages is ended (:mod:`~rocketq.grpc_endpoint.limits`).
 
 Transport: ``grpcTransport`` (a broker setting) picks the HTTP/2 server: ``native`` (the default,
 :mod:`~rocketq.grpc_endpoint.native_transport`, Rust, a fifth of grpc.aio's CPU per call) or ``grpcio``
-(grpc.aio); both run the same handlers.  The native one has no TLS, so tlsMode keeps grpcio.
+(grpc.aio); both run the same handlers and serve TLS.
 """
 
 from __future__ import annotations
@@ -141,13 +144,11 @@ class GrpcEndpoint:
         limit = max(self.settings.max_inbound_message_bytes, store.config.max_message_size + GRPC_MESSAGE_SLACK_BYTES)
         tls = getattr(self.broker, "server_tls", None)          # the remoting port's, when tlsMode is on
         native = self.broker.settings.grpc_transport == "native"
-        if native and tls is not None:
-            log.info("gRPC endpoint: TLS (tlsMode) is served by grpcio; grpcTransport=native serves plain ports only")
-            native = False
         if native:
             self._server = NativeServer(self.host, self._requested_port, limits=self.broker.settings.limits,
                                         max_message_bytes=limit, max_calls=GRPC_MAX_CONCURRENT_RPCS,
-                                        max_streams=GRPC_MAX_CONCURRENT_STREAMS, client_streaming=CLIENT_STREAMING)
+                                        max_streams=GRPC_MAX_CONCURRENT_STREAMS, client_streaming=CLIENT_STREAMING,
+                                        tls=tls)
             self.port = self._server.port
         else:
             self.port = self._grpcio_server(limit, tls)

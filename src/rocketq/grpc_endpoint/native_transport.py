@@ -29,7 +29,12 @@ one message; StreamStallGuard ends a stream that stays stuck) - bytes, not messa
 receive of 32 small messages goes out in one pass instead of waiting for the client's window
 every few messages - and a client stream at most ``MAX_INBOX_MESSAGES`` messages not yet read by
 its handler.
-TLS is not offered: with ``tlsMode`` on, the endpoint keeps grpcio (:mod:`.endpoint`).
+
+TLS: given the broker's :class:`~rocketq.remoting.tls.ServerTls` (``tlsMode`` on), the port is TLS
+only (rustls in the transport, ``native/src/grpc_tls.rs``), with that object's certificate, key,
+trust and ``tls.server.need.client.auth``.  A task asks it every ``TLS_RELOAD_POLL_S`` whether its
+files changed (it looks at them at most once a second, as for the remoting port) and hands a new
+certificate to the transport, where the connections accepted from then on get it.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import grpc
 
 from rocketq import _native
 from rocketq.common.aio import start_eagerly
+from rocketq.remoting.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,7 @@ STREAM_WRITE_AHEAD_BYTES = 1 << 20  # of one server stream's messages handed ove
 MAX_INBOX_MESSAGES = 256           # client-stream messages waiting for their handler
 MAX_QUEUED_BYTES = 64 << 20        # request bytes the transport queues for Python before it stops reading
 MAX_PARTIAL_BYTES = 512 << 20      # bytes of requests not complete yet, over all streams
+TLS_RELOAD_POLL_S = 0.25           # how often the certificate files' reload is looked for
 EV_CALL, EV_MESSAGE, EV_HALF_CLOSE, EV_CANCEL, EV_WRITTEN = range(5)
 _OK, _UNKNOWN, _UNIMPLEMENTED, _RESOURCE_EXHAUSTED = 0, 2, 12, 8
 _END = object()
@@ -126,16 +133,25 @@ class NativeServer:
     """The native transport for one port; grpc.aio.Server's start/stop, handlers by method path."""
 
     def __init__(self, host: str, port: int, *, limits, max_message_bytes: int, max_calls: int, max_streams: int,
-                 client_streaming: list[str]):
+                 client_streaming: list[str], tls: ServerTls | None = None):
         self.loop = asyncio.get_running_loop()
         idle = limits.idle_timeout_s if limits.idle_timeout_s > 0 else 0.0
-        self._native = _native.GrpcServer(host, port, client_streaming, max_connections=limits.connections_limit(),
-                                          max_streams=max_streams, max_calls=max_calls,
-                                          max_message_bytes=max_message_bytes, idle_timeout_s=idle,
-                                          keepalive_s=limits.write_stall_timeout_s,
-                                          max_queued_bytes=MAX_QUEUED_BYTES, max_partial_bytes=MAX_PARTIAL_BYTES,
-                                          backlog=limits.backlog)
+        self._tls = tls
+        self._tls_seen, pems = tls.snapshot() if tls is not None else (0, None)
+        try:
+            self._native = _native.GrpcServer(
+                host, port, client_streaming, max_connections=limits.connections_limit(), max_streams=max_streams,
+                max_calls=max_calls, max_message_bytes=max_message_bytes, idle_timeout_s=idle,
+                keepalive_s=limits.write_stall_timeout_s, max_queued_bytes=MAX_QUEUED_BYTES,
+                max_partial_bytes=MAX_PARTIAL_BYTES, backlog=limits.backlog, **_tls_args(tls, pems))
+        except ValueError as exc:
+            if tls is None:
+                raise
+            c = tls.config                       # the transport's message names the part; this, the files
+            raise ValueError(f"{exc} (tls.server.certPath {c.cert_path}, keyPath {c.key_path}, trustCertPath "
+                             f"{c.trust_cert_path}, need.client.auth {c.need_client_auth})") from None
         self.port = self._native.port
+        self._tls_task: asyncio.Task | None = None
         self._handlers: dict = {}
         self._eager: frozenset[str] = frozenset()
         self._scope = contextlib.nullcontext
@@ -162,9 +178,15 @@ class NativeServer:
     async def start(self) -> None:
         self.loop.add_reader(self._native.wake_fd, self._on_events)
         self._reading = True
+        if self._tls is not None:
+            self._tls_task = self.loop.create_task(self._tls_reloads())
 
     async def stop(self, grace_s: float) -> None:
         """GOAWAY to every connection; calls get *grace_s* to finish, then are cancelled."""
+        if self._tls_task is not None:
+            self._tls_task.cancel()
+            await asyncio.gather(self._tls_task, return_exceptions=True)
+            self._tls_task = None
         await self.loop.run_in_executor(None, self._native.close, grace_s)
         if self._reading:
             self.loop.remove_reader(self._native.wake_fd)
@@ -174,6 +196,31 @@ class NativeServer:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._calls.clear()
+
+    async def _tls_reloads(self) -> None:
+        """Hands the transport the certificate files again whenever :attr:`_tls` has reloaded them."""
+        while True:
+            await asyncio.sleep(TLS_RELOAD_POLL_S)
+            try:
+                self.reload_tls()
+            except Exception:
+                log.exception("gRPC endpoint: TLS certificate check failed; the old one stays in use")
+
+    def reload_tls(self) -> bool:
+        """Looks for changed certificate files now; True when new handshakes get a new certificate."""
+        self._tls.reload_if_changed()            # at most once a second, shared with the remoting port
+        reloads, pems = self._tls.snapshot()
+        if reloads == self._tls_seen:
+            return False
+        self._tls_seen = reloads
+        try:
+            self._native.set_tls(*pems, client_auth=self._tls.config.need_client_auth)
+        except ValueError as exc:                # OpenSSL took the files, rustls does not: keep the old ones
+            log.error("gRPC endpoint: TLS certificate from %s not taken, the old one stays in use: %s",
+                      self._tls.config.cert_path, exc)
+            return False
+        log.info("gRPC endpoint: new TLS certificate from %s", self._tls.config.cert_path)
+        return True
 
     # -- events from the transport ---------------------------------------------------------------
 
@@ -277,3 +324,12 @@ class NativeServer:
         if self._ops:
             ops, self._ops = self._ops, []
             self._native.respond(ops)
+
+
+def _tls_args(tls: ServerTls | None, pems) -> dict:
+    """The transport's TLS keywords for *tls* (none: a plain port)."""
+    if tls is None:
+        return {}
+    cert, key, trust = pems
+    cfg = tls.config
+    return {"tls_cert": cert, "tls_key": key, "tls_trust": trust, "client_auth": cfg.need_client_auth}

@@ -51,7 +51,9 @@ final class GrpcScenarios {
     }
 
     static ClientConfiguration config(Args a) {
-        return ClientConfiguration.newBuilder().setEndpoints(a.get("endpoint")).enableSsl(false)
+        // ssl=true: the client's default, TLS (trusting any server certificate, as the 5.x client does)
+        return ClientConfiguration.newBuilder().setEndpoints(a.get("endpoint"))
+            .enableSsl(Boolean.parseBoolean(a.get("ssl", "false")))
             .setRequestTimeout(REQUEST_TIMEOUT).build();
     }
 
