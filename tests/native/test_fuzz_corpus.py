@@ -84,3 +84,17 @@ def test_frames_corpus():
                     break
         except RemotingProtocolError:
             pass
+
+
+def test_pull_body_corpus():
+    for path in _inputs("pull_body"):
+        data = path.read_bytes()
+        try:
+            views = _native.pulled_messages(data)
+        except ValueError:
+            continue
+        at = 0
+        for v in views:                       # the records tile the body, each part inside its record
+            assert v.raw == data[at:at + v.total_size] and len(v.body) < v.total_size, path.name
+            at += v.total_size
+        assert at == len(data), path.name
