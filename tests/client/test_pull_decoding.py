@@ -23,7 +23,7 @@ def test_polled_messages_read_as_the_store_reads_them(tmp_path):
         async with cluster(tmp_path) as c, Producer("PG_DEC", c.addr) as p:
             sent = {}
             for i in range(40):
-                msg = Message("Dec", bytes(range(i % 7)) * i, tags=f"t{i % 3}" if i % 4 else None,
+                msg = Message("Dec", bytes(range(1 + i % 7)) * (i + 1), tags=f"t{i % 3}" if i % 4 else None,
                               keys=[f"k{i}", "shared"] if i % 2 else None,
                               properties={"region": "eu", "ключ": "значение"} if i % 5 == 0 else {})
                 r = await p.send(msg)
