@@ -35,10 +35,15 @@ PY_SPY = Path(sys.executable).with_name("py-spy")
 PROFILE_RATE_HZ = 200
 
 
-def proc_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of *pid* (its threads included) from ``/proc/<pid>/stat``."""
+def proc_cpu(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of *pid* (its threads included) from ``/proc/<pid>/stat``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def proc_cpu_s(pid: int) -> float:
+    return sum(proc_cpu(pid))
 
 
 def wait_idle(pid: int) -> float:
@@ -78,21 +83,23 @@ class Sampler:
             self.proc.wait()
 
 
-def drain_once(size: int, backlog: int, profile: Path | None = None) -> dict:
+def drain_once(size: int, backlog: int, profile: Path | None = None, pull_batch: int | None = None) -> dict:
     from rocketq.bench.compare.rocketq_remoting import Rocketq
     root = Path(tempfile.mkdtemp(prefix=f"backlog-{size}-"))
     system = Rocketq(root)
+    if pull_batch:
+        system.pull_batch_size = pull_batch
     system.start()
     try:
         _run(system.fill(backlog, b"m" * size))
         idle_after_s = wait_idle(system.pid)
         samplers = [Sampler(system.pid, profile / f"broker-{size}.txt", native=True),
-                    Sampler(os.getpid(), profile / f"client-{size}.txt", native=False)] if profile else []
+                    Sampler(os.getpid(), profile / f"client-{size}.txt", native=True)] if profile else []
         load0 = os.getloadavg()[0]
-        broker0, client0, wall0 = proc_cpu_s(system.pid), proc_cpu_s(os.getpid()), time.perf_counter()
+        broker0, client0, wall0 = proc_cpu(system.pid), proc_cpu(os.getpid()), time.perf_counter()
         got, secs = _run(system.consume(backlog))
         wall = time.perf_counter() - wall0
-        broker_s, client_s = proc_cpu_s(system.pid) - broker0, proc_cpu_s(os.getpid()) - client0
+        broker1, client1 = proc_cpu(system.pid), proc_cpu(os.getpid())
         load1 = os.getloadavg()[0]
         for s in samplers:
             s.stop()
@@ -100,9 +107,13 @@ def drain_once(size: int, backlog: int, profile: Path | None = None) -> dict:
         system.stop()
         shutil.rmtree(root, ignore_errors=True)
     per_m = 1e6 / max(got, 1)
-    return {"size": size, "backlog": backlog, "got": got, "msgs_per_s": round(got / secs if secs else 0.0),
-            "drain_s": round(secs, 3), "wall_s": round(wall, 3), "broker_cpu_s_per_M": round(broker_s * per_m, 2),
-            "client_cpu_s_per_M": round(client_s * per_m, 2), "load_before": load0, "load_after": load1,
+
+    def per_million(before, after) -> dict:
+        user, system_ = (after[0] - before[0]) * per_m, (after[1] - before[1]) * per_m
+        return {"cpu_s_per_M": round(user + system_, 2), "user": round(user, 2), "sys": round(system_, 2)}
+    return {"size": size, "backlog": backlog, "pull_batch": getattr(system, "pull_batch_size", 256), "got": got, "msgs_per_s": round(got / secs if secs else 0.0),
+            "drain_s": round(secs, 3), "wall_s": round(wall, 3), "broker": per_million(broker0, broker1),
+            "client": per_million(client0, client1), "load_before": round(load0, 2), "load_after": round(load1, 2),
             "idle_wait_s": round(idle_after_s, 1)}
 
 
@@ -113,12 +124,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--profile", type=Path, default=None, help="directory for py-spy's raw stacks")
     ap.add_argument("--json", type=Path, default=None, help="append one JSON line per drain here")
+    ap.add_argument("--pull-batch", type=int, default=None, help="the consumer's pullBatchSize (default: the suite's)")
     args = ap.parse_args(argv)
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     for _ in range(args.runs):
         for size in args.size or [128, 1024]:
-            row = drain_once(size, args.backlog, args.profile)
+            row = drain_once(size, args.backlog, args.profile, args.pull_batch)
             print(json.dumps(row), flush=True)
             if args.json:
                 with args.json.open("a") as f:
