@@ -128,26 +128,12 @@ class LitePullConsumer(ConsumerBase):
         return out
 
     async def _pull_loop(self, mq: MessageQueue, expression: str, generation: int) -> None:
-        """Pull *mq* into the buffer.  After a pull that found messages the next one is sent at once,
-        before this one waits for room in the buffer (one pull ahead per queue, as Java's consumer
-        queues the next PullRequest before it hands the found ones to the consume service)."""
         tags = self.tags_of(mq.topic, expression)
         offset = self._seek_to.pop(mq, None)
-        ahead: asyncio.Future | None = None
-        try:
-            while True:
-                pulled = ahead if ahead is not None else self.pull_once(mq, offset, expression, tags, PULL_SUSPEND_MS)
-                offset, result, msgs = await pulled
-                ahead = None
-                if result is None:
-                    continue
-                if result.status == PullStatus.FOUND:
-                    ahead = asyncio.ensure_future(self.pull_once(mq, offset, expression, tags, PULL_SUSPEND_MS))
-                if msgs or result.status in (PullStatus.FOUND, PullStatus.OFFSET_ILLEGAL):
-                    await self._buffer.put((mq, generation, msgs, offset))
-        finally:
-            if ahead is not None:
-                ahead.cancel()
+        while True:
+            offset, result, msgs = await self.pull_once(mq, offset, expression, tags, PULL_SUSPEND_MS)
+            if result is not None and (msgs or result.status in (PullStatus.FOUND, PullStatus.OFFSET_ILLEGAL)):
+                await self._buffer.put((mq, generation, msgs, offset))
 
     async def shutdown(self) -> None:
         for mq in list(self._pullers):
