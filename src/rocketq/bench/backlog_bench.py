@@ -8,9 +8,10 @@ It prints msgs/s and the CPU seconds per million messages of the consumer (this 
 broker (``/proc/<pid>/stat``), each counted from just before the consumer starts to just after it
 shut down, with the load average beside them.
 
-``--profile DIR`` samples both processes while they drain (py-spy, raw folded stacks: the broker with
-``--native --threads``, the client with ``--threads``), into ``DIR/broker-<size>.txt`` and
-``DIR/client-<size>.txt``.  The module only uses what the tree before issue 15's pull work had, so
+``--profile DIR`` samples both processes while they drain (py-spy ``--native --threads``, raw folded
+stacks; native sampling stops the process for each sample, so rates measured with it are low), into
+``DIR/broker-<size>.txt`` and ``DIR/client-<size>.txt``.  ``--pull-batch`` sets the reader's
+pullBatchSize.  The module only uses what the tree before issue 15's pull work had, so
 the same file measures the "before" tree: ``PYTHONPATH=/work/wt/base/src python .../backlog_bench.py``.
 """
 
