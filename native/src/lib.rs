@@ -19,6 +19,7 @@ pub mod javahash;
 pub mod message;
 pub mod msgid;
 pub mod props;
+pub mod pulled;
 pub mod reads;
 pub mod record;
 pub mod scan;
@@ -74,6 +75,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan::scan_segment, m)?)?;
     m.add_function(wrap_pyfunction!(scan::find_record_start, m)?)?;
     m.add_function(wrap_pyfunction!(reads::read_units, m)?)?;
+    m.add_function(wrap_pyfunction!(pulled::pulled_messages, m)?)?;
     m.add_function(wrap_pyfunction!(columns::record_columns, m)?)?;
     m.add_function(wrap_pyfunction!(filterprops::property_codes, m)?)?;
     m.add_function(wrap_pyfunction!(message::encode_send_batch, m)?)?;
@@ -84,6 +86,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(send::stage_send, m)?)?;
     m.add_class::<batch::RecordBatch>()?;
     m.add_class::<dispatch::DispatchRun>()?;
+    m.add_class::<pulled::RecordView>()?;
     m.add_class::<grpc_server::GrpcServer>()?;
     m.add_class::<grpc_server::CallMetadata>()?;
     m.add("BatchError", py.get_type::<batch::BatchError>())?;

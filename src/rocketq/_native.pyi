@@ -137,6 +137,42 @@ def read_units(units: bytes, segment, seg_base: int, readable: int, *, log_min: 
     code is not in *tag_codes* are consumed without a record; a record that would pass *max_bytes*
     (once one is taken) stops with "budget"; one in another segment stops with "segment"."""
 
+def pulled_messages(body: bytes) -> list[RecordView]:
+    """The records of a pull / pop / query answer *body* (store format, back to back), one
+    :class:`RecordView` each; ValueError naming the byte and the reason when a record does not parse."""
+
+class RecordView:
+    """One record of a pull answer read in place: every attribute of
+    :class:`rocketq.store.record.StoredMessage` (the reference), with the same values.  ``topic`` and
+    ``properties`` are decoded once and kept; ``topic`` may be set (a retry topic shown as the original)."""
+    def __init__(self, buf: bytes, pos: int = 0) -> None: ...
+    total_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: object
+    store_timestamp: int
+    store_host: object
+    reconsume_times: int
+    prepared_transaction_offset: int
+    raw: bytes
+    body: bytes
+    topic: str
+    properties_string: str
+    properties: dict[str, str]
+    tags: str | None
+    keys: list[str]
+    uniq_key: str | None
+    msg_id: str
+    def crc_ok(self) -> bool: ...
+    def to_message(self, **kwargs) -> object: ...
+    def to_dict(self) -> dict: ...
+
 def property_codes(units: bytes, segment, seg_base: int, readable: int,
                    names: list[str]) -> tuple[bytes, list[tuple[list[str], bytes]]]:
     """The named properties of the records consume-queue *units* point at in *segment* (log offsets

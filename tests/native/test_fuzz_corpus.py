@@ -194,3 +194,17 @@ def _serve_until_ended(srv, raw, batch, seen, timeout_s=30.0):
         time.sleep(0.005)
     for ev in srv.drain():                                # events queued with the last streams' ends
         seen.handle(srv, ev)
+
+
+def test_pull_body_corpus():
+    for path in _inputs("pull_body"):
+        data = path.read_bytes()
+        try:
+            views = _native.pulled_messages(data)
+        except ValueError:
+            continue
+        at = 0
+        for v in views:                       # the records tile the body, each part inside its record
+            assert v.raw == data[at:at + v.total_size] and len(v.body) < v.total_size, path.name
+            at += v.total_size
+        assert at == len(data), path.name

@@ -29,7 +29,6 @@ from rocketq.common.message import Message
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rocketq.remoting.connection import Handler
 from rocketq.store.record import StoredMessage
-from rocketq.store.scan import split_records as walk_records
 
 DEFAULT_TIMEOUT_S = 3.0
 PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, PULL_FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
@@ -42,13 +41,14 @@ _PULL_STATUS = {ResponseCode.SUCCESS: PullStatus.FOUND, ResponseCode.PULL_NOT_FO
                 ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL}
 
 
-def split_records(body: bytes) -> list[StoredMessage]:
-    """The records of a PULL_MESSAGE / QUERY_MESSAGE body, back to back in store format (walked and
-    checked natively; each message is read in place from the body)."""
-    positions, _sizes, end = walk_records(body)
-    if end != len(body):
-        raise MQClientError(-1, f"malformed message record at byte {end} of a {len(body)}-byte body")
-    return [StoredMessage(body, p) for p in positions.tolist()]
+def split_records(body: bytes) -> list:
+    """The records of a PULL_MESSAGE / POP_MESSAGE / QUERY_MESSAGE body, back to back in store format,
+    as messages: one native call walks and checks them and makes a ``RecordView`` per record (every
+    attribute of :class:`StoredMessage`, read in place from the body; ``rocketq._native``)."""
+    try:
+        return _native.pulled_messages(bytes(body))
+    except ValueError as exc:
+        raise MQClientError(-1, str(exc)) from None
 
 
 def parse_addr(addr: str) -> tuple[str, int]:

@@ -75,7 +75,7 @@ def restore_retry_topic(msg) -> None:
     if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         real = msg.properties.get(PROPERTY_RETRY_TOPIC)
         if real:
-            msg._topic = real
+            msg.topic = real
 
 
 class ConsumerBase:
@@ -322,9 +322,10 @@ class ConsumerBase:
         if result.status == PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal; moving to %d", offset, mq, result.next_begin_offset)
             self.offsets.update(mq, result.next_begin_offset)
-        msgs = [m for m in result.messages if tags is None or m.tags in tags]
-        for m in msgs:
-            restore_retry_topic(m)
+        msgs = result.messages if tags is None else [m for m in result.messages if m.tags in tags]
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):     # a queue's records all carry its topic
+            for m in msgs:
+                restore_retry_topic(m)
         return result.next_begin_offset, result, msgs
 
     async def start_offset(self, mq: MessageQueue) -> int:

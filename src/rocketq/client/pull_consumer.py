@@ -106,8 +106,10 @@ class LitePullConsumer(ConsumerBase):
                 batches.append(await asyncio.wait_for(self._buffer.get(), timeout_s))
             except TimeoutError:
                 return out
-        while not self._buffer.empty() and sum(len(b[2]) for b in batches) < max_messages:
+        held = sum(len(b[2]) for b in batches)
+        while held < max_messages and not self._buffer.empty():
             batches.append(self._buffer.get_nowait())
+            held += len(batches[-1][2])
         for i, (mq, generation, msgs, next_offset) in enumerate(batches):
             if self._generation.get(mq) != generation or mq not in self.assigned:
                 continue                                  # seeked or taken away meanwhile

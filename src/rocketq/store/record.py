@@ -180,6 +180,11 @@ class StoredMessage:
             self._topic = buf[pos + 1:pos + 1 + n].decode()
         return self._topic
 
+    @topic.setter
+    def topic(self, topic: str) -> None:
+        """Show the record under another topic (a retry topic as the one it was first sent to)."""
+        self._topic = topic
+
     @property
     def properties_string(self) -> str:
         pos, buf = self._tail, self._buf
@@ -212,42 +217,53 @@ class StoredMessage:
         """The offset message id: store host + physical offset."""
         return offset_msg_id(self.store_host, self.physical_offset)
 
-    def to_message(self, *, topic: str, properties: dict[str, str], queue_id: int = 0, sys_flag: int | None = None,
-                   reconsume_times: int | None = None, delay_level: int = 0):
-        """A new message with this record's body, flag and born info, for a re-put under another topic
-        (delay delivery, retries, transaction commits and checks).  Host flags are re-derived on put."""
-        from rocketq.common.message import Message
-        return Message(topic=topic, body=self.body, queue_id=queue_id, properties=properties, flag=self.flag,
-                       sys_flag=(self.sys_flag if sys_flag is None else sys_flag) & ~(BORNHOST_V6 | STOREHOST_V6),
-                       born_timestamp=self.born_timestamp, born_host=self.born_host,
-                       reconsume_times=self.reconsume_times if reconsume_times is None else reconsume_times,
-                       delay_level=delay_level)
+    def to_message(self, **kwargs):
+        """A new message with this record's body, flag and born info (:func:`record_to_message`)."""
+        return record_to_message(self, **kwargs)
 
     def crc_ok(self) -> bool:
         return body_crc(self.body) == self.body_crc
 
     def to_dict(self) -> dict:
-        """All fields as JSON-friendly values (body as latin-1-safe hex when not UTF-8)."""
-        body = self.body
-        try:
-            body_text, enc = body.decode(), "utf-8"
-        except UnicodeDecodeError:
-            body_text, enc = body.hex(), "hex"
-        return {
-            "msg_id": self.msg_id, "topic": self.topic, "queue_id": self.queue_id,
-            "queue_offset": self.queue_offset, "physical_offset": self.physical_offset,
-            "total_size": self.total_size, "magic": f"0x{self.magic:08X}", "body_crc": self.body_crc,
-            "flag": self.flag, "sys_flag": self.sys_flag, "born_timestamp": self.born_timestamp,
-            "born_host": str(self.born_host), "store_timestamp": self.store_timestamp,
-            "store_host": str(self.store_host), "reconsume_times": self.reconsume_times,
-            "prepared_transaction_offset": self.prepared_transaction_offset,
-            "properties": self.properties, "body": body_text, "body_encoding": enc,
-        }
+        """All fields as JSON-friendly values (:func:`record_to_dict`)."""
+        return record_to_dict(self)
 
     def __repr__(self) -> str:
         return (f"StoredMessage(topic={self.topic!r}, queue_id={self.queue_id}, "
                 f"queue_offset={self.queue_offset}, physical_offset={self.physical_offset}, "
                 f"size={self.total_size})")
+
+
+def record_to_message(rec, *, topic: str, properties: dict[str, str], queue_id: int = 0, sys_flag: int | None = None,
+                      reconsume_times: int | None = None, delay_level: int = 0):
+    """A new message with *rec*'s body, flag and born info, for a re-put under another topic
+    (delay delivery, retries, transaction commits and checks).  Host flags are re-derived on put.
+    *rec* is a :class:`StoredMessage` or a native ``RecordView`` (a pulled record)."""
+    from rocketq.common.message import Message
+    return Message(topic=topic, body=rec.body, queue_id=queue_id, properties=properties, flag=rec.flag,
+                   sys_flag=(rec.sys_flag if sys_flag is None else sys_flag) & ~(BORNHOST_V6 | STOREHOST_V6),
+                   born_timestamp=rec.born_timestamp, born_host=rec.born_host,
+                   reconsume_times=rec.reconsume_times if reconsume_times is None else reconsume_times,
+                   delay_level=delay_level)
+
+
+def record_to_dict(rec) -> dict:
+    """All fields of *rec* as JSON-friendly values (body as hex when not UTF-8)."""
+    body = rec.body
+    try:
+        body_text, enc = body.decode(), "utf-8"
+    except UnicodeDecodeError:
+        body_text, enc = body.hex(), "hex"
+    return {
+        "msg_id": rec.msg_id, "topic": rec.topic, "queue_id": rec.queue_id,
+        "queue_offset": rec.queue_offset, "physical_offset": rec.physical_offset,
+        "total_size": rec.total_size, "magic": f"0x{rec.magic:08X}", "body_crc": rec.body_crc,
+        "flag": rec.flag, "sys_flag": rec.sys_flag, "born_timestamp": rec.born_timestamp,
+        "born_host": str(rec.born_host), "store_timestamp": rec.store_timestamp,
+        "store_host": str(rec.store_host), "reconsume_times": rec.reconsume_times,
+        "prepared_transaction_offset": rec.prepared_transaction_offset,
+        "properties": rec.properties, "body": body_text, "body_encoding": enc,
+    }
 
 
 def check_record(buf, pos: int, limit: int, *, offset: int, check_crc: bool = True) -> int | Blank:

@@ -2,7 +2,7 @@
 
 The server is ``rocketq serve`` on free ports in the system's directory (gRPC off unless a subclass
 serves it); batched produce is SEND_BATCH_MESSAGE (256 x 128 B or 64 x 1 KiB per call, 8 calls in
-flight), the backlog is read by a LitePullConsumer and committed once at the end.  With a secured
+flight), the backlog is read by a LitePullConsumer (1,024 a pull) and committed once at the end.  With a secured
 :class:`~rocketq.bench.security.BenchSecurity` the server starts with its ACL / TLS arguments and
 every client here signs and speaks TLS as it says.
 """
@@ -20,6 +20,11 @@ class Rocketq(System):
     durability = {"async": "ASYNC_FLUSH: page cache, flushed every 500 ms",
                   "sync": "SYNC_FLUSH: fdatasync (group commit) before the ack"}
     serves_grpc = False
+    # the backlog reader's pullBatchSize: the most rocketq's broker answers (MAX_PULL_MESSAGES; Apache
+    # RocketMQ's answers 32, its maxTransferCountOnMessageInMemory).  A pull costs each side ~0.1-0.2 ms
+    # besides its records (BENCHMARKS.md, issue 15's backlog profile): at 256 a pull that was ~half the
+    # broker's CPU per message at 128 B.
+    pull_batch_size = 1024
     runs_rmq_tools = True              # RocketMQ's benchmark workload over remoting (once per server, not per row)
 
     def start(self) -> None:
@@ -54,7 +59,7 @@ class Rocketq(System):
     async def consume(self, n):
         from rocketq.client import ConsumeFrom, LitePullConsumer
         c = LitePullConsumer(f"CMP{time.monotonic_ns()}", self.namesrv, consume_from=ConsumeFrom.FIRST,
-                             pull_batch_size=256, buffer_batches=256, **self.security.client_kwargs())
+                             pull_batch_size=self.pull_batch_size, buffer_batches=256, **self.security.client_kwargs())
         c.subscribe(self._topic)
         await c.start()
         got, t0 = 0, time.perf_counter()
