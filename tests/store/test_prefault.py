@@ -80,24 +80,50 @@ def test_the_allocator_maps_a_window_ahead_of_the_writer_only(tmp_path, monkeypa
         mf.wrote = (1 << 20) + 100_000                            # the writer moves on
         _until("the next window", lambda: ends[-1:] == [(2 << 20) + 100_000])
         mf.wrote = SIZE - 10
-        _until("up to the end", lambda: ends[-1:] == [SIZE] and service._followed is None)
+        _until("up to the end", lambda: ends[-1:] == [SIZE])
     finally:
         service.shutdown()
 
 
-def test_the_store_follows_its_first_and_restart_segments_and_maps_the_next_whole(tmp_path, monkeypatch):
-    followed, whole = [], []
-    monkeypatch.setattr(AllocateService, "follow", lambda self, mf: followed.append(mf.path.name))
-    monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: whole.append(self.path.name) if end is None else 0)
+def test_the_window_spills_into_the_segment_made_ahead_which_is_never_mapped_whole(tmp_path, monkeypatch):
+    calls = []
+    real = MappedFile.prefault
+    monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: (calls.append((self.path.name, end)),
+                                                                          real(self, end)))
+    monkeypatch.setattr(allocator, "PREFAULT_AHEAD_BYTES", 1 << 20)
+    monkeypatch.setattr(allocator, "PREFAULT_MIN_STEP_BYTES", 256 << 10)
+    first, second, third = (tmp_path / f"{i * SIZE:020d}" for i in range(3))
+    service = AllocateService(lambda p: MappedFile(p, SIZE), prefault=True)
+    try:
+        mf = service.get(first, second)                           # the second is made ahead ...
+        _until("the first window", lambda: calls == [(first.name, 1 << 20)])
+        _until("the second made", lambda: second in service._ready)
+        time.sleep(0.1)                                           # ... and left alone (nothing to wait on)
+        assert [c for c in calls if c[0] == second.name] == []
+        mf.wrote = SIZE - (512 << 10)                              # the window now ends 512 KiB into the second
+        _until("the spill", lambda: (second.name, 512 << 10) in calls)
+        assert (first.name, SIZE) in calls
+        nxt = service.get(second, third)                          # handed over: followed from where it was mapped
+        assert service._followed is nxt and service._populated == 512 << 10
+        nxt.wrote = 100
+        _until("the next window", lambda: calls[-1:] == [(second.name, (1 << 20) + 100)])
+        assert all(end is not None and end < SIZE for name, end in calls if name == second.name)
+    finally:
+        service.shutdown()
+
+
+def test_the_store_follows_its_first_and_restart_segments(tmp_path, monkeypatch):
+    followed = []
+    real = AllocateService.follow
+    monkeypatch.setattr(AllocateService, "follow", lambda self, mf: (followed.append(mf.path.name), real(self, mf)))
     cfg = dict(commitlog_file_size=1 << 20, consume_queue_entries=1000, index_slots=101, index_max_entries=400)
-    with MessageStore(StoreConfig(store_path=tmp_path / "s", **cfg)) as store:
+    with MessageStore(StoreConfig(store_path=tmp_path / "s", prefault_mapped_file_enable=True, **cfg)) as store:
         for _ in range(150):
             assert store.put_messages([Message(topic="P", body=b"x" * 1000, queue_id=0)] * 10).ok
-    assert followed == ["00000000000000000000"]             # made in the foreground
-    assert whole[0] == "00000000000001048576"                # made ahead
+    assert followed == ["00000000000000000000", "00000000000001048576"]     # made in the foreground, made ahead
     followed.clear()
-    with MessageStore(StoreConfig(store_path=tmp_path / "s", **cfg)) as store:      # a restart: the last one
-        assert followed == ["00000000000001048576"]
+    with MessageStore(StoreConfig(store_path=tmp_path / "s", prefault_mapped_file_enable=True, **cfg)) as store:
+        assert followed == ["00000000000001048576"]                          # a restart: the last one
 
 
 def test_nothing_is_prefaulted_when_warming_or_switched_off(tmp_path, monkeypatch):

@@ -6,14 +6,14 @@ faulting every page in for writing (RocketMQ's warm-up, which dirties them with 
 asks for segment N, the service hands over N (already made, or made now) and starts making N+1
 in the background, so the next roll is a list append.
 
-Without the warm-up (``prefault_mapped_file_enable``, on by default) segments are mapped in
-read-only (dirtying nothing), so an append's first write to a page is a cheap write-protect
-fault instead of a full fault on the writer's thread (measured: ~3 us per 1 KiB message on
-the broker's event loop): a segment made ahead is mapped in whole right after it is made,
-while the one before fills; a segment made in the foreground (a new store's first) or the one
-a restarted store appends to is followed instead, up to ``PREFAULT_AHEAD_BYTES`` past the
-write position, so that a store that writes little does not populate a whole segment (~2.3 s
-of kernel time per GiB here) in its first seconds.
+Without the warm-up, ``prefault_mapped_file_enable`` maps pages in read-only
+(``MADV_POPULATE_READ``, dirtying nothing), so an append's first write to a page is a cheap
+write-protect fault instead of a full fault on the writer's thread.  Only a window follows the
+writer: up to ``PREFAULT_AHEAD_BYTES`` past its write position, in steps of at least
+``PREFAULT_MIN_STEP_BYTES``, spilling into the segment made ahead once the window passes the end
+of the current one.  A segment is never populated whole: that cost a second of kernel time per
+GiB on the other core whether or not the segment was ever written (a fresh store's next segment,
+made as soon as the first is handed out), and competed with the writer and the dispatcher.
 
 The request queue holds at most two paths (next and next-next); a failed preallocation is
 remembered and reported to the writer, who then tries once in the foreground and returns
@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from rocketq.store.mapped_file import MappedFile
+from rocketq.store.mapped_file import MappedFile, file_name
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class AllocateService:
         self._pending: list[Path] = []
         self._followed: MappedFile | None = None       # the segment being appended to (prefault mode)
         self._populated = 0                             # ... mapped up to here
+        self._spilled: dict[Path, int] = {}             # segments made ahead: mapped up to here
         self._ready: dict[Path, MappedFile | BaseException] = {}
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="rocketq-allocate", daemon=True)
@@ -66,7 +67,8 @@ class AllocateService:
                 self._pending.append(next_path)
                 self._cond.notify_all()
         if isinstance(result, MappedFile):
-            return result                        # made ahead, and faulted in then
+            self.follow(result)                  # made ahead (and its first window mapped, maybe)
+            return result
         if isinstance(result, BaseException):
             log.warning("background preallocation of %s failed (%s); retrying in the foreground", path, result)
         mf = self._factory(path)
@@ -77,7 +79,7 @@ class AllocateService:
         """Prefault ahead of the writer in *mf*, the segment appended to from now on."""
         if self._prefault and not self._warm:
             with self._cond:
-                self._followed, self._populated = mf, 0
+                self._followed, self._populated = mf, self._spilled.pop(mf.path, 0)
                 self._cond.notify_all()
 
     def _run(self) -> None:
@@ -94,9 +96,7 @@ class AllocateService:
             try:
                 mf: MappedFile | BaseException = self._factory(path)
                 if self._warm:
-                    mf.warm()
-                elif self._prefault:
-                    mf.prefault()               # the whole segment: it is made while the one before fills
+                    mf.warm()                   # RocketMQ's warm-up: the whole segment, as it is made
             except Exception as exc:   # reported to the writer when it asks for this path
                 mf = exc
             with self._cond:
@@ -111,19 +111,38 @@ class AllocateService:
                 self._cond.notify_all()
 
     def _prefault_ahead(self) -> None:
-        """One step of following the writer: map what lies up to PREFAULT_AHEAD_BYTES past it."""
+        """One step of following the writer: map what lies up to PREFAULT_AHEAD_BYTES past it, in
+        its segment and, past that segment's end, in the one made ahead."""
         mf = self._followed
         if mf is None:
             return
-        target = min(mf.file_size, mf.wrote + PREFAULT_AHEAD_BYTES)
-        if target - self._populated < PREFAULT_MIN_STEP_BYTES and target < mf.file_size:
-            return
-        mf.prefault(target)
-        with self._cond:
-            if self._followed is mf:
-                self._populated = target
-                if target >= mf.file_size or mf.closed:
+        if mf.closed:
+            with self._cond:
+                if self._followed is mf:
                     self._followed = None
+            return
+        want = mf.wrote + PREFAULT_AHEAD_BYTES
+        target = min(mf.file_size, want)
+        if target - self._populated >= PREFAULT_MIN_STEP_BYTES or (target == mf.file_size > self._populated):
+            mf.prefault(target)
+            with self._cond:
+                if self._followed is mf:
+                    self._populated = target
+        if want > mf.file_size:
+            self._spill(mf.path.parent / file_name(mf.file_from_offset + mf.file_size), want - mf.file_size)
+
+    def _spill(self, path: Path, end: int) -> None:
+        """Map the segment made ahead at *path* up to *end* (the part of the window past the current one)."""
+        with self._cond:
+            nxt = self._ready.get(path)
+            done = self._spilled.get(path, 0)
+        if not isinstance(nxt, MappedFile) or (end - done < PREFAULT_MIN_STEP_BYTES and end < nxt.file_size) \
+                or done >= min(end, nxt.file_size):
+            return
+        nxt.prefault(end)
+        with self._cond:
+            if self._ready.get(path) is nxt:
+                self._spilled[path] = min(end, nxt.file_size)
 
     def shutdown(self) -> None:
         """Stop the thread and delete segments made ahead but never handed out."""
@@ -135,4 +154,5 @@ class AllocateService:
             if isinstance(mf, MappedFile):
                 mf.destroy()
         self._ready.clear()
+        self._spilled.clear()
         self._followed = None
