@@ -59,6 +59,18 @@ def test_a_prefaulted_segment_reads_without_faults_and_nothing_is_dirtied(tmp_pa
         warm.close()
 
 
+def test_under_sync_flush_the_warmed_zeros_are_on_disk_before_the_first_put(tmp_path):
+    """Else the first group commit writes the whole segment's zeros while producers wait for it."""
+    cfg = dict(commitlog_file_size=SIZE, consume_queue_entries=1000, index_slots=101, index_max_entries=400,
+               warm_mapped_file_enable=True)
+    with MessageStore(StoreConfig(store_path=tmp_path / "sync", flush_disk_type="SYNC_FLUSH", **cfg)) as store:
+        segment = store.commitlog.files.last.path
+        assert _smaps_kb(segment, "Rss") >= SIZE // 1024 - 4 and _dirty_kb(segment) == 0
+        assert store.put_message(Message(topic="P", body=b"x")).ok
+    with MessageStore(StoreConfig(store_path=tmp_path / "async", flush_disk_type="ASYNC_FLUSH", **cfg)) as store:
+        assert _dirty_kb(store.commitlog.files.last.path) >= SIZE // 1024 - 4     # written back by the flushes
+
+
 def _until(what, predicate, timeout_s=10.0):
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -104,9 +116,10 @@ def test_the_window_spills_into_the_segment_made_ahead_which_is_never_mapped_who
         _until("the spill", lambda: (second.name, 512 << 10) in calls)
         assert (first.name, SIZE) in calls
         nxt = service.get(second, third)                          # handed over: followed from where it was mapped
-        assert service._followed is nxt and service._populated == 512 << 10
-        nxt.wrote = 100
-        _until("the next window", lambda: calls[-1:] == [(second.name, (1 << 20) + 100)])
+        assert service._followed is nxt
+        _until("the rest of its first window", lambda: calls[-1:] == [(second.name, 1 << 20)])
+        nxt.wrote = 300 << 10
+        _until("the next window", lambda: calls[-1:] == [(second.name, (1 << 20) + (300 << 10))])
         assert all(end is not None and end < SIZE for name, end in calls if name == second.name)
     finally:
         service.shutdown()

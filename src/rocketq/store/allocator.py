@@ -39,9 +39,11 @@ FOLLOW_INTERVAL_S = 0.02
 
 
 class AllocateService:
-    def __init__(self, factory: Callable[[Path], MappedFile], *, warm: bool = False, prefault: bool = False):
+    def __init__(self, factory: Callable[[Path], MappedFile], *, warm: bool = False, prefault: bool = False,
+                 sync_warm: bool = False):
         self._factory = factory
         self._warm = warm
+        self._sync_warm = sync_warm                     # SYNC_FLUSH: warmed zeros go to disk at once
         self._prefault = prefault
         self._cond = threading.Condition()
         self._pending: list[Path] = []
@@ -96,7 +98,7 @@ class AllocateService:
             try:
                 mf: MappedFile | BaseException = self._factory(path)
                 if self._warm:
-                    mf.warm()                   # RocketMQ's warm-up: the whole segment, as it is made
+                    mf.warm(sync=self._sync_warm)   # RocketMQ's warm-up: the whole segment, as it is made
             except Exception as exc:   # reported to the writer when it asks for this path
                 mf = exc
             with self._cond:

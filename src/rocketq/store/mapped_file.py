@@ -181,7 +181,7 @@ class MappedFile:
     def dirty_pages(self) -> int:
         return self.committed // OS_PAGE_SIZE - self.flushed // OS_PAGE_SIZE
 
-    def warm(self) -> None:
+    def warm(self, *, sync: bool = False) -> None:
         """Fault in every page past the written data now, so appends do not pay for page faults.
 
         ``madvise(MADV_POPULATE_WRITE)`` (Linux 5.14+) makes the kernel populate writable pages in
@@ -191,16 +191,23 @@ class MappedFile:
         populate, stopping the writer and the dispatcher while a segment is made ahead.  Older
         kernels fall back to writing a zero into each page past the data (never into a page that
         holds data).  RocketMQ's warm-up (``warmMapedFileEnable``) writes zeros the same way: the
-        pages are dirty afterwards and are written back like data.
+        pages are dirty afterwards.  With *sync* (the store under SYNC_FLUSH) they are written out
+        here (``fdatasync``, no GIL held), as RocketMQ forces them while it warms under SYNC_FLUSH:
+        otherwise the first group commit on the segment writes all of its zeros, and the producers
+        waiting for it wait seconds (measured: 64 asyncio producers, 3,069 -> 21,176 msgs/s over
+        3 s).  Written-back pages are write-protected again, so the writer takes a (cheap)
+        write-protect fault per page after all; without *sync* that happens after the first
+        periodic flush instead.
         """
         start = self._first_unwritten_page()
         if start >= self.file_size or self.closed:
             return
-        if self._populate(start, self.file_size, MADV_POPULATE_WRITE):
-            return
-        view = np.frombuffer(self._mm, dtype=np.uint8)
-        view[start::OS_PAGE_SIZE] = 0
-        del view
+        if not self._populate(start, self.file_size, MADV_POPULATE_WRITE):
+            view = np.frombuffer(self._mm, dtype=np.uint8)
+            view[start::OS_PAGE_SIZE] = 0
+            del view
+        if sync:
+            os.fdatasync(self._fd)
 
     def prefault(self, end: int | None = None) -> None:
         """Map the pages from the write position up to *end* (the file end by default) read-only

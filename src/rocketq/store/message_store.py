@@ -113,7 +113,8 @@ class MessageStore(StoreWrites, StoreMaintenance):
         if self._reserve is not None:
             kwargs["reserve"] = self._reserve
         self._allocator = AllocateService(lambda p: MappedFile(p, cfg.commitlog_file_size, **kwargs),
-                                          warm=cfg.warm_mapped_file_enable, prefault=cfg.prefault_mapped_file_enable)
+                                          warm=cfg.warm_mapped_file_enable, prefault=cfg.prefault_mapped_file_enable,
+                                          sync_warm=cfg.flush_disk_type == SYNC_FLUSH)
         self.commitlog = CommitLog(paths.commitlog, file_size=cfg.commitlog_file_size, store_host=self.store_host,
                                    allocator=self._allocator, transient_pool=pool, reserve=self._reserve)
         self.commitlog.files.load()
@@ -142,7 +143,7 @@ class MessageStore(StoreWrites, StoreMaintenance):
         if _read_or_none(paths.geometry) != geometry:
             write_json(paths.geometry, geometry)
         if cfg.warm_mapped_file_enable:
-            self.commitlog.files.last_for_append().warm()
+            self.commitlog.files.last_for_append().warm(sync=cfg.flush_disk_type == SYNC_FLUSH)
         elif self.commitlog.files.files:
             self._allocator.follow(self.commitlog.files.files[-1])
         create_abort_marker(paths.abort)
