@@ -6,15 +6,14 @@ faulting every page in for writing (RocketMQ's warm-up, which dirties them with 
 asks for segment N, the service hands over N (already made, or made now) and starts making N+1
 in the background, so the next roll is a list append.
 
-Without the warm-up, ``prefault_mapped_file_enable`` (off by default, as the warm-up is) maps pages
-in read-only (``MADV_POPULATE_READ``, dirtying nothing), so an append's first write to a page is a cheap
+Without the warm-up, ``prefault_mapped_file_enable`` maps pages in read-only
+(``MADV_POPULATE_READ``, dirtying nothing), so an append's first write to a page is a cheap
 write-protect fault instead of a full fault on the writer's thread.  Only a window follows the
 writer: up to ``PREFAULT_AHEAD_BYTES`` past its write position, in steps of at least
 ``PREFAULT_MIN_STEP_BYTES``, spilling into the segment made ahead once the window passes the end
-of the current one.  A segment is never populated whole: a fresh store's next segment, made as
-soon as the first is handed out, was populated while the writer filled the first (1.3-1.7 s of
-the allocator's CPU while 420 MB of 4 KiB messages were written, against 0.09 s for the window),
-whether or not it was ever reached, on the core the dispatcher needs.
+of the current one.  A segment is never populated whole: that cost a second of kernel time per
+GiB on the other core whether or not the segment was ever written (a fresh store's next segment,
+made as soon as the first is handed out), and competed with the writer and the dispatcher.
 
 The request queue holds at most two paths (next and next-next); a failed preallocation is
 remembered and reported to the writer, who then tries once in the foreground and returns
