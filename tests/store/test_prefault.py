@@ -59,6 +59,18 @@ def test_a_prefaulted_segment_reads_without_faults_and_nothing_is_dirtied(tmp_pa
         warm.close()
 
 
+def test_under_sync_flush_the_warmed_zeros_are_on_disk_before_the_first_put(tmp_path):
+    """Else the first group commit writes the whole segment's zeros while producers wait for it."""
+    cfg = dict(commitlog_file_size=SIZE, consume_queue_entries=1000, index_slots=101, index_max_entries=400,
+               warm_mapped_file_enable=True)
+    with MessageStore(StoreConfig(store_path=tmp_path / "sync", flush_disk_type="SYNC_FLUSH", **cfg)) as store:
+        segment = store.commitlog.files.last.path
+        assert _smaps_kb(segment, "Rss") >= SIZE // 1024 - 4 and _dirty_kb(segment) == 0
+        assert store.put_message(Message(topic="P", body=b"x")).ok
+    with MessageStore(StoreConfig(store_path=tmp_path / "async", flush_disk_type="ASYNC_FLUSH", **cfg)) as store:
+        assert _dirty_kb(store.commitlog.files.last.path) >= SIZE // 1024 - 4     # written back by the flushes
+
+
 def _until(what, predicate, timeout_s=10.0):
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -85,57 +97,46 @@ def test_the_allocator_maps_a_window_ahead_of_the_writer_only(tmp_path, monkeypa
         service.shutdown()
 
 
-def test_near_a_segments_end_the_window_reaches_into_the_next_one_and_no_segment_is_mapped_whole(tmp_path,
-                                                                                                  monkeypatch):
-    """The segment made ahead is mapped only as far as the window reaches past the current one's end
-    (a whole 1 GiB segment mapped ahead costs a fresh broker seconds of kernel time at its first put)."""
+def test_the_window_spills_into_the_segment_made_ahead_which_is_never_mapped_whole(tmp_path, monkeypatch):
     calls = []
     real = MappedFile.prefault
-    monkeypatch.setattr(MappedFile, "prefault",
-                        lambda self, end=None: (calls.append((self.file_from_offset, end)), real(self, end)))
+    monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: (calls.append((self.path.name, end)),
+                                                                          real(self, end)))
     monkeypatch.setattr(allocator, "PREFAULT_AHEAD_BYTES", 1 << 20)
     monkeypatch.setattr(allocator, "PREFAULT_MIN_STEP_BYTES", 256 << 10)
+    first, second, third = (tmp_path / f"{i * SIZE:020d}" for i in range(3))
     service = AllocateService(lambda p: MappedFile(p, SIZE), prefault=True)
     try:
-        first = service.get(tmp_path / f"{0:020d}", tmp_path / f"{SIZE:020d}")
-        _until("the next segment made ahead", lambda: (tmp_path / f"{SIZE:020d}") in service._ready)
-        _until("the first window", lambda: (0, 1 << 20) in calls)
-        assert all(offset == 0 for offset, _end in calls)             # nothing of the next one yet
-        first.wrote = SIZE - (256 << 10)                              # the writer nears the end
-        head = (1 << 20) - (256 << 10)
-        _until("the next segment's head", lambda: service._head is not None and service._head[1] == head)
-        second = service.get(tmp_path / f"{SIZE:020d}", None)         # the roll
-        assert _read_faults_in(second, 0, head) <= 4 and _read_faults_in(second, head, SIZE) > 8
-        second.wrote = 2 << 20
-        _until("the window in the new segment", lambda: (SIZE, 3 << 20) in calls)
-        assert all(end is not None for _offset, end in calls)
+        mf = service.get(first, second)                           # the second is made ahead ...
+        _until("the first window", lambda: calls == [(first.name, 1 << 20)])
+        _until("the second made", lambda: second in service._ready)
+        time.sleep(0.1)                                           # ... and left alone (nothing to wait on)
+        assert [c for c in calls if c[0] == second.name] == []
+        mf.wrote = SIZE - (512 << 10)                              # the window now ends 512 KiB into the second
+        _until("the spill", lambda: (second.name, 512 << 10) in calls)
+        assert (first.name, SIZE) in calls
+        nxt = service.get(second, third)                          # handed over: followed from where it was mapped
+        assert service._followed is nxt
+        _until("the rest of its first window", lambda: calls[-1:] == [(second.name, 1 << 20)])
+        nxt.wrote = 300 << 10
+        _until("the next window", lambda: calls[-1:] == [(second.name, (1 << 20) + (300 << 10))])
+        assert all(end is not None and end < SIZE for name, end in calls if name == second.name)
     finally:
         service.shutdown()
 
 
-def _read_faults_in(mf: MappedFile, start: int, end: int) -> int:
-    """Minor faults this thread takes reading a byte of every page in [start, end) (the allocator's
-    thread may be mapping pages meanwhile: its faults are not counted)."""
-    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-    view = np.frombuffer(mf._mm, dtype=np.uint8)
-    int(view[start:end:4096].sum())
-    del view
-    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
-
-
-def test_the_store_follows_every_segment_and_maps_none_whole(tmp_path, monkeypatch):
-    followed, whole = [], []
-    monkeypatch.setattr(AllocateService, "follow", lambda self, mf: followed.append(mf.path.name))
-    monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: whole.append(self.path.name) if end is None else 0)
+def test_the_store_follows_its_first_and_restart_segments(tmp_path, monkeypatch):
+    followed = []
+    real = AllocateService.follow
+    monkeypatch.setattr(AllocateService, "follow", lambda self, mf: (followed.append(mf.path.name), real(self, mf)))
     cfg = dict(commitlog_file_size=1 << 20, consume_queue_entries=1000, index_slots=101, index_max_entries=400)
-    with MessageStore(StoreConfig(store_path=tmp_path / "s", **cfg)) as store:
+    with MessageStore(StoreConfig(store_path=tmp_path / "s", prefault_mapped_file_enable=True, **cfg)) as store:
         for _ in range(150):
             assert store.put_messages([Message(topic="P", body=b"x" * 1000, queue_id=0)] * 10).ok
-    assert followed == ["00000000000000000000", "00000000000001048576"]   # in the foreground, then made ahead
-    assert whole == []
+    assert followed == ["00000000000000000000", "00000000000001048576"]     # made in the foreground, made ahead
     followed.clear()
-    with MessageStore(StoreConfig(store_path=tmp_path / "s", **cfg)) as store:      # a restart: the last one
-        assert followed == ["00000000000001048576"]
+    with MessageStore(StoreConfig(store_path=tmp_path / "s", prefault_mapped_file_enable=True, **cfg)) as store:
+        assert followed == ["00000000000001048576"]                          # a restart: the last one
 
 
 def test_nothing_is_prefaulted_when_warming_or_switched_off(tmp_path, monkeypatch):

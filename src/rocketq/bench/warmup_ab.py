@@ -4,8 +4,8 @@
 
 Modes (``rocketq serve --set ...``):
 
-* ``prefault`` - ``prefault_mapped_file_enable=true``: a background thread maps the next segment's
-  pages in read-only (``MADV_POPULATE_READ``) and follows the writer 64 MiB ahead in the current one;
+* ``prefault`` - ``prefault_mapped_file_enable=true``: a background thread maps pages in read-only
+  (``MADV_POPULATE_READ``) 64 MiB ahead of the writer, into the next segment near the current one's end;
 * ``none``     - no warm-up: an append's first write to a page faults it in (Apache RocketMQ's default);
 * ``warm``     - ``warmMapedFileEnable=true``: RocketMQ's warm-up, every page of a new segment written.
 

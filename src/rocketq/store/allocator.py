@@ -6,16 +6,14 @@ faulting every page in for writing (RocketMQ's warm-up, which dirties them with 
 asks for segment N, the service hands over N (already made, or made now) and starts making N+1
 in the background, so the next roll is a list append.
 
-Without the warm-up (``prefault_mapped_file_enable``, on by default) the thread follows the
-writer, mapping the pages up to ``PREFAULT_AHEAD_BYTES`` past the write position read-only
-(dirtying nothing), so an append's first write to a page is a cheap write-protect fault instead
-of a full fault on the writer's thread (measured: ~3 us per 1 KiB message on the broker's event
-loop).  Near a segment's end the window reaches into the next segment (made ahead, not yet
-handed out), so the writer finds the head of the next segment mapped when it rolls.  Only pages
-about to be written are populated: populating costs 0.1-4.5 s of kernel time per GiB on this VM
-(perf: zeroing the pages ext4 reads for unwritten extents, dearest on guest memory the host has
-not backed yet), and a whole segment mapped ahead charged a fresh broker that cost in its first
-seconds (the 1 GiB segment after the first, made at the first put), whatever it then wrote.
+Without the warm-up, ``prefault_mapped_file_enable`` maps pages in read-only
+(``MADV_POPULATE_READ``, dirtying nothing), so an append's first write to a page is a cheap
+write-protect fault instead of a full fault on the writer's thread.  Only a window follows the
+writer: up to ``PREFAULT_AHEAD_BYTES`` past its write position, in steps of at least
+``PREFAULT_MIN_STEP_BYTES``, spilling into the segment made ahead once the window passes the end
+of the current one.  A segment is never populated whole: that cost a second of kernel time per
+GiB on the other core whether or not the segment was ever written (a fresh store's next segment,
+made as soon as the first is handed out), and competed with the writer and the dispatcher.
 
 The request queue holds at most two paths (next and next-next); a failed preallocation is
 remembered and reported to the writer, who then tries once in the foreground and returns
@@ -29,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from rocketq.store.mapped_file import MappedFile
+from rocketq.store.mapped_file import MappedFile, file_name
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +39,17 @@ FOLLOW_INTERVAL_S = 0.02
 
 
 class AllocateService:
-    def __init__(self, factory: Callable[[Path], MappedFile], *, warm: bool = False, prefault: bool = False):
+    def __init__(self, factory: Callable[[Path], MappedFile], *, warm: bool = False, prefault: bool = False,
+                 sync_warm: bool = False):
         self._factory = factory
         self._warm = warm
+        self._sync_warm = sync_warm                     # SYNC_FLUSH: warmed zeros go to disk at once
         self._prefault = prefault
         self._cond = threading.Condition()
         self._pending: list[Path] = []
         self._followed: MappedFile | None = None       # the segment being appended to (prefault mode)
         self._populated = 0                             # ... mapped up to here
-        self._head: tuple[MappedFile, int] | None = None    # the next segment, mapped up to here
+        self._spilled: dict[Path, int] = {}             # segments made ahead: mapped up to here
         self._ready: dict[Path, MappedFile | BaseException] = {}
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="rocketq-allocate", daemon=True)
@@ -69,7 +69,7 @@ class AllocateService:
                 self._pending.append(next_path)
                 self._cond.notify_all()
         if isinstance(result, MappedFile):
-            self.follow(result)                  # made ahead, its head mapped while the one before filled
+            self.follow(result)                  # made ahead (and its first window mapped, maybe)
             return result
         if isinstance(result, BaseException):
             log.warning("background preallocation of %s failed (%s); retrying in the foreground", path, result)
@@ -81,8 +81,7 @@ class AllocateService:
         """Prefault ahead of the writer in *mf*, the segment appended to from now on."""
         if self._prefault and not self._warm:
             with self._cond:
-                head, self._head = self._head, None
-                self._followed, self._populated = mf, head[1] if head is not None and head[0] is mf else 0
+                self._followed, self._populated = mf, self._spilled.pop(mf.path, 0)
                 self._cond.notify_all()
 
     def _run(self) -> None:
@@ -99,7 +98,7 @@ class AllocateService:
             try:
                 mf: MappedFile | BaseException = self._factory(path)
                 if self._warm:
-                    mf.warm()
+                    mf.warm(sync=self._sync_warm)   # RocketMQ's warm-up: the whole segment, as it is made
             except Exception as exc:   # reported to the writer when it asks for this path
                 mf = exc
             with self._cond:
@@ -115,37 +114,37 @@ class AllocateService:
 
     def _prefault_ahead(self) -> None:
         """One step of following the writer: map what lies up to PREFAULT_AHEAD_BYTES past it, in
-        its segment and, near that segment's end, in the head of the next one."""
+        its segment and, past that segment's end, in the one made ahead."""
         mf = self._followed
         if mf is None:
             return
+        if mf.closed:
+            with self._cond:
+                if self._followed is mf:
+                    self._followed = None
+            return
         want = mf.wrote + PREFAULT_AHEAD_BYTES
         target = min(mf.file_size, want)
-        if target - self._populated >= PREFAULT_MIN_STEP_BYTES or (target == mf.file_size and self._populated < target):
+        if target - self._populated >= PREFAULT_MIN_STEP_BYTES or (target == mf.file_size > self._populated):
             mf.prefault(target)
             with self._cond:
                 if self._followed is mf:
                     self._populated = target
-                    if mf.closed:
-                        self._followed = None
         if want > mf.file_size:
-            self._prefault_head(mf, want - mf.file_size)
+            self._spill(mf.path.parent / file_name(mf.file_from_offset + mf.file_size), want - mf.file_size)
 
-    def _prefault_head(self, mf: MappedFile, end: int) -> None:
-        """Map the next segment (when it is made already) up to *end*."""
+    def _spill(self, path: Path, end: int) -> None:
+        """Map the segment made ahead at *path* up to *end* (the part of the window past the current one)."""
         with self._cond:
-            head = self._head
-            if head is None or head[0].file_from_offset != mf.file_from_offset + mf.file_size:
-                nxt = next((r for r in self._ready.values() if isinstance(r, MappedFile)
-                            and r.file_from_offset == mf.file_from_offset + mf.file_size), None)
-                head = self._head = (nxt, 0) if nxt is not None else None
-        if head is None or end - head[1] < PREFAULT_MIN_STEP_BYTES and end < head[0].file_size:
+            nxt = self._ready.get(path)
+            done = self._spilled.get(path, 0)
+        if not isinstance(nxt, MappedFile) or (end - done < PREFAULT_MIN_STEP_BYTES and end < nxt.file_size) \
+                or done >= min(end, nxt.file_size):
             return
-        end = min(end, head[0].file_size)
-        head[0].prefault(end)
+        nxt.prefault(end)
         with self._cond:
-            if self._head is not None and self._head[0] is head[0]:
-                self._head = (head[0], end)
+            if self._ready.get(path) is nxt:
+                self._spilled[path] = min(end, nxt.file_size)
 
     def shutdown(self) -> None:
         """Stop the thread and delete segments made ahead but never handed out."""
@@ -157,4 +156,5 @@ class AllocateService:
             if isinstance(mf, MappedFile):
                 mf.destroy()
         self._ready.clear()
+        self._spilled.clear()
         self._followed = None

@@ -61,7 +61,10 @@ class CommitLog:
                            f"a batch of {total} bytes does not fit in a {self.file_size}-byte commitlog segment")
         ip, port = self.store_host
         with self.put_lock:
-            mf = self._segment_for(total)
+            files = self.files.files
+            mf = files[-1] if files else None        # the common case inline: ~5 calls less per single put
+            if mf is None or mf.wrote + total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+                mf = self._segment_for(total)
             store_ts = int(clock() * 1000)
             pos = mf.wrote
             first = mf.file_from_offset + pos

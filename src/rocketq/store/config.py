@@ -52,7 +52,7 @@ class StoreConfig:
     commit_commitlog_thorough_interval_ms: int = 200
     max_message_size: int = 4 * 1024 * 1024
     warm_mapped_file_enable: bool = False
-    prefault_mapped_file_enable: bool = True       # rocketq's own: map preallocated segments read-only ahead
+    prefault_mapped_file_enable: bool = True       # rocketq's own: map pages read-only a window ahead of the writer
     store_host: str = "127.0.0.1:10911"
     broker_role: str = "ASYNC_MASTER"           # ASYNC_MASTER | SYNC_MASTER | SLAVE (a slave never re-puts)
     message_delay_level: str = DEFAULT_DELAY_LEVELS

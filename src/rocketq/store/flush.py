@@ -97,10 +97,13 @@ class _Service:
 
 
 class GroupCommitService(_Service):
-    """Producers wait on ``_done``; only the flush thread waits on the service's own condition.
+    """Only the flush thread waits on the service's condition; a producer thread waits on a lock
+    of its own (a gate), an asyncio producer on a future.
 
-    Two conditions keep a producer's request from waking the other 63 producers (a thundering
-    herd that would cost more than the fsync it is trying to share).
+    After each fsync the flush thread opens the gates of the producers it covered, and only theirs:
+    a woken producer returns at once.  (With a shared condition, ``notify_all`` woke all 64
+    producers of the benchmark to queue up for the condition's lock one after the other, each
+    handing the GIL on, before any could send its next message.)
     """
 
     name = "group-commit"
@@ -110,7 +113,7 @@ class GroupCommitService(_Service):
         self._flush = flush
         self._timeout_s = timeout_ms / 1000
         self._requested = 0
-        self._done = threading.Condition(threading.Lock())
+        self._gates: list[tuple[int, threading.Lock]] = []     # (offset, held lock) of waiting threads
         self._async_waiters: list = []
         self._slow_log = _SlowFlushLog("SYNC_FLUSH group commit")
         self.flushed = 0
@@ -126,14 +129,20 @@ class GroupCommitService(_Service):
         """Block until bytes before *offset* are on disk; False on timeout."""
         if self.flushed >= offset:
             return True
-        if offset > self._requested:
+        gate = threading.Lock()
+        gate.acquire()
+        with self._cond:
+            if self.flushed >= offset:
+                return True
+            self._gates.append((offset, gate))
+            if offset > self._requested:
+                self._requested = offset
+            self._cond.notify()
+        if not gate.acquire(timeout=self._timeout_s):
             with self._cond:
-                if offset > self._requested:
-                    self._requested = offset
-                    self._cond.notify()
-        with self._done:
-            ok = self._done.wait_for(lambda: self.flushed >= offset or self.broken, self._timeout_s)
-        return ok and not self.broken
+                if (offset, gate) in self._gates:
+                    self._gates.remove((offset, gate))
+        return self.flushed >= offset and not self.broken
 
     def wait_flushed_future(self, offset: int, loop):
         """An asyncio future (of *loop*) that resolves True once *offset* is flushed.
@@ -163,11 +172,23 @@ class GroupCommitService(_Service):
             self.sync_seconds += time.monotonic() - started
         else:
             flushed = self.flushed
-        with self._done:
-            if flushed > self.flushed:
-                self.flushed = flushed
-            self._done.notify_all()
+        if flushed > self.flushed:
+            self.flushed = flushed
+        self._open_gates(self.flushed)
         self._resolve_async(flushed)
+
+    def _open_gates(self, flushed: int, *, everyone: bool = False) -> None:
+        """Wake the threads waiting for offsets up to *flushed* (all of them with *everyone*)."""
+        with self._cond:
+            if not self._gates:
+                return
+            if everyone:
+                opened, self._gates = self._gates, []
+            else:
+                opened = [g for g in self._gates if g[0] <= flushed]
+                self._gates = [g for g in self._gates if g[0] > flushed]
+        for _offset, gate in opened:
+            gate.release()
 
     def _resolve_async(self, flushed: int, *, result: bool = True) -> None:
         """Resolve flushed waiters True, expired ones False (``FLUSH_DISK_TIMEOUT``), per loop at once."""
@@ -193,15 +214,13 @@ class GroupCommitService(_Service):
 
     def _final(self) -> None:
         self.flushed = max(self.flushed, self._flush())
-        with self._done:
-            self._done.notify_all()
+        self._open_gates(self.flushed, everyone=True)
         self._resolve_async(self.flushed)
         self._resolve_async(self.flushed, result=False)
 
     def _failed(self) -> None:
-        with self._done:
-            self.broken = True
-            self._done.notify_all()
+        self.broken = True
+        self._open_gates(0, everyone=True)
         self._resolve_async(0, result=False)
 
 

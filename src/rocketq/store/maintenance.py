@@ -1,13 +1,18 @@
 """The store's maintenance and figures (part of :class:`MessageStore`, kept apart to keep files small):
-topic deletion, a slave's replicated appends, and the numbers the broker's runtime stats show."""
+topic deletion, a slave's replicated appends, the durability bookkeeping (CommitLog flushes and the
+consume-queue/index/checkpoint flush loop), and the numbers the broker's runtime stats show."""
 
 from __future__ import annotations
 
+import logging
+
 from rocketq.common.validation import path_component_error
+
+log = logging.getLogger("rocketq.store.message_store")     # the name these messages always had
 
 
 class StoreMaintenance:
-    """Mixed into MessageStore; uses its commitlog, queues, dispatcher, cleaner and paths."""
+    """Mixed into MessageStore; uses its commitlog, queues, dispatcher, cleaner, checkpoint and paths."""
 
     def delete_topic(self, topic: str) -> int:
         """Forget *topic*: its consume queues (files deleted) and its next-offset entries (RocketMQ's
@@ -58,6 +63,48 @@ class StoreMaintenance:
         with self.commitlog.put_lock:
             for key, cq in list(self._queues.items()):
                 self.commitlog.queue_offsets[key] = cq.max_offset()
+
+    # -- durability bookkeeping --------------------------------------------------------------
+
+    def _flush_commitlog(self) -> int:
+        ts = self.commitlog.last_store_timestamp
+        flushed = self.commitlog.flush()
+        cp = self.checkpoint.value
+        if flushed > cp.physic_flushed_offset:
+            cp.physic_flushed_offset = flushed
+            cp.physic_msg_timestamp = ts
+        return flushed
+
+    def _logics_flush_loop(self) -> None:
+        interval = self.config.flush_interval_consume_queue_ms / 1000
+        while not self._logics_stop.wait(interval):
+            try:
+                self._flush_logics()
+            except Exception:       # logged once per episode: it is retried every interval
+                if not self._logics_flush_failing:
+                    log.exception("flushing consume queues / checkpoint failed; retrying every %.1f s", interval)
+                self._logics_flush_failing = True
+            else:
+                if self._logics_flush_failing:
+                    log.warning("flushing consume queues / checkpoint works again")
+                self._logics_flush_failing = False
+
+    def _flush_logics(self, *, final: bool = False) -> None:
+        dispatched = self.dispatcher.dispatched_offset
+        ts = self.commitlog.last_store_timestamp
+        with self._queues_lock:
+            dirty, self._dirty_queues = self._dirty_queues, set()
+        for cq in dirty:
+            cq.flush()
+        cp = self.checkpoint.value
+        if self.index is not None:
+            cp.index_msg_timestamp = max(cp.index_msg_timestamp, self.index.flush())
+        cp.logics_flushed_offset = max(cp.logics_flushed_offset, dispatched)
+        cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, ts if dispatched >= self.commitlog.max_offset() else
+                                      cp.logics_msg_timestamp)
+        if final:
+            cp.physic_flushed_offset = self.commitlog.flushed_offset()
+        self.checkpoint.flush()
 
     # -- figures for runtime stats -------------------------------------------------------------
 

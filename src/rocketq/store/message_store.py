@@ -2,10 +2,12 @@
 
 Theory of operation
 -------------------
-``put_message`` / ``put_messages`` validate outside the lock, append under the CommitLog's put
-lock, hand the appended batch to the dispatcher, and (under ``SYNC_FLUSH``) wait for the group
-commit.  The dispatcher fills consume queues and the index in the background; readers go
-through a consume queue to the CommitLog.
+``put_message`` / ``put_messages`` (:mod:`rocketq.store.writes`) validate outside the lock, append
+under the CommitLog's put lock, hand the appended batch to the dispatcher, and (under ``SYNC_FLUSH``)
+wait for the group commit.  The dispatcher fills consume queues and the index in the background;
+readers go through a consume queue to the CommitLog.  This module opens, recovers, starts and
+stops the store and holds its read API; topic deletion, replication appends and the flush
+bookkeeping are in :mod:`rocketq.store.maintenance`.
 
 Background threads: segment preallocation, CommitLog flush (group commit or periodic), transient
 buffer commit, dispatch, consume-queue/index flush + checkpoint, delay-level delivery, and expiry
@@ -18,12 +20,10 @@ drains the dispatcher, flushes everything, writes the checkpoint and removes ``a
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
 
-from rocketq.common.message import Message
 from rocketq.common.msgid import HostAddress, decode_offset_msg_id, offset_msg_id
 from rocketq.store.allocator import AllocateService
 from rocketq.store.checkpoint import CheckpointFile
@@ -36,18 +36,17 @@ from rocketq.store.consume_queue_ext import open_ext
 from rocketq.store.dispatcher import ConsumeQueueSink, Dispatcher, IndexSink
 from rocketq.store.filter_bitmap import open_filter_bitmaps
 from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlushService
-from rocketq.store.mapped_file import MappedFile
-from rocketq.store.prepare import Preparer, RecordBatch
-from rocketq.store.reads import QueueReader
-from rocketq.store.record import MAGIC_V1, MAGIC_V2, StoredMessage, header_struct
-
-MIN_RECORD_BYTES = header_struct(False, False).size + 3
 from rocketq.store.maintenance import StoreMaintenance
+from rocketq.store.mapped_file import MappedFile
+from rocketq.store.prepare import Preparer
+from rocketq.store.reads import QueueReader
+from rocketq.store.record import MAGIC_V1, MAGIC_V2, MIN_RECORD_BYTES, StoredMessage
 from rocketq.store.recovery import RecoveryReport, recover_commitlog
-from rocketq.store.results import BatchPutResult, GetMessageResult, PutError, PutMessageResult, PutStatus
+from rocketq.store.results import GetMessageResult
 from rocketq.store.schedule import ScheduleService
 from rocketq.store.store_files import ProcessLock, StorePaths, create_abort_marker
 from rocketq.store.transient_pool import TransientStorePool
+from rocketq.store.writes import StoreWrites
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ def _read_or_none(path):
         return None
 
 
-class MessageStore(StoreMaintenance):
+class MessageStore(StoreWrites, StoreMaintenance):
     def __init__(self, config: StoreConfig | None = None, *, clock=time.time, reserve=None):
         self.config = config or StoreConfig()
         self.paths = StorePaths(self.config.store_path)
@@ -114,7 +113,8 @@ class MessageStore(StoreMaintenance):
         if self._reserve is not None:
             kwargs["reserve"] = self._reserve
         self._allocator = AllocateService(lambda p: MappedFile(p, cfg.commitlog_file_size, **kwargs),
-                                          warm=cfg.warm_mapped_file_enable, prefault=cfg.prefault_mapped_file_enable)
+                                          warm=cfg.warm_mapped_file_enable, prefault=cfg.prefault_mapped_file_enable,
+                                          sync_warm=cfg.flush_disk_type == SYNC_FLUSH)
         self.commitlog = CommitLog(paths.commitlog, file_size=cfg.commitlog_file_size, store_host=self.store_host,
                                    allocator=self._allocator, transient_pool=pool, reserve=self._reserve)
         self.commitlog.files.load()
@@ -143,7 +143,7 @@ class MessageStore(StoreMaintenance):
         if _read_or_none(paths.geometry) != geometry:
             write_json(paths.geometry, geometry)
         if cfg.warm_mapped_file_enable:
-            self.commitlog.files.last_for_append().warm()
+            self.commitlog.files.last_for_append().warm(sync=cfg.flush_disk_type == SYNC_FLUSH)
         elif self.commitlog.files.files:
             self._allocator.follow(self.commitlog.files.files[-1])
         create_abort_marker(paths.abort)
@@ -275,157 +275,6 @@ class MessageStore(StoreMaintenance):
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
-
-    # -- durability bookkeeping --------------------------------------------------------------
-
-    def _flush_commitlog(self) -> int:
-        ts = self.commitlog.last_store_timestamp
-        flushed = self.commitlog.flush()
-        cp = self.checkpoint.value
-        if flushed > cp.physic_flushed_offset:
-            cp.physic_flushed_offset = flushed
-            cp.physic_msg_timestamp = ts
-        return flushed
-
-    def _logics_flush_loop(self) -> None:
-        interval = self.config.flush_interval_consume_queue_ms / 1000
-        while not self._logics_stop.wait(interval):
-            try:
-                self._flush_logics()
-            except Exception:       # logged once per episode: it is retried every interval
-                if not self._logics_flush_failing:
-                    log.exception("flushing consume queues / checkpoint failed; retrying every %.1f s", interval)
-                self._logics_flush_failing = True
-            else:
-                if self._logics_flush_failing:
-                    log.warning("flushing consume queues / checkpoint works again")
-                self._logics_flush_failing = False
-
-    def _flush_logics(self, *, final: bool = False) -> None:
-        dispatched = self.dispatcher.dispatched_offset
-        ts = self.commitlog.last_store_timestamp
-        with self._queues_lock:
-            dirty, self._dirty_queues = self._dirty_queues, set()
-        for cq in dirty:
-            cq.flush()
-        cp = self.checkpoint.value
-        if self.index is not None:
-            cp.index_msg_timestamp = max(cp.index_msg_timestamp, self.index.flush())
-        cp.logics_flushed_offset = max(cp.logics_flushed_offset, dispatched)
-        cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, ts if dispatched >= self.commitlog.max_offset() else
-                                      cp.logics_msg_timestamp)
-        if final:
-            cp.physic_flushed_offset = self.commitlog.flushed_offset()
-        self.checkpoint.flush()
-
-    # -- writing -----------------------------------------------------------------------------
-
-    def put_message(self, msg: Message) -> PutMessageResult:
-        result = self._append_one(msg)
-        if self.group_commit is not None and result.status == PutStatus.PUT_OK \
-                and not self.group_commit.wait_flushed(result.physical_offset + result.wrote_bytes):
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
-        return result
-
-    async def put_message_async(self, msg: Message) -> PutMessageResult:
-        """``put_message`` for an asyncio producer: under SYNC_FLUSH it awaits the group commit
-        instead of blocking the event loop (one wake-up per fsync for all of a loop's producers)."""
-        result = self._append_one(msg)
-        if self.group_commit is not None and result.status is PutStatus.PUT_OK:
-            await self._until_flushed(result)
-        return result
-
-    async def put_staged_async(self, batch: RecordBatch) -> PutMessageResult:
-        """``put_message_async`` of a one-record batch from :meth:`stage_sent`."""
-        result = self._refusal() or self._append_single(batch)
-        if self.group_commit is not None and result.status is PutStatus.PUT_OK:
-            await self._until_flushed(result)
-        return result
-
-    def stage_sent(self, topic: str, queue_id: int, **header) -> tuple[RecordBatch, str | None, bool] | None:
-        """A SEND_MESSAGE(_V2) request's message as a batch to :meth:`put_staged_async`, or None when
-        it needs the general path; see :meth:`Preparer.sent`."""
-        return self._preparer.sent(topic, queue_id, **header)
-
-    async def _until_flushed(self, result: PutMessageResult) -> None:
-        # the group-commit thread resolves the future False once syncFlushTimeout has passed
-        if not await self.group_commit.wait_flushed_future(result.physical_offset + result.wrote_bytes,
-                                                           asyncio.get_running_loop()):
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
-
-    def _refusal(self) -> PutMessageResult | None:
-        """Why no message may be appended now (checked before appending: a refused message must
-        never be delivered later), or None."""
-        if not self.running:
-            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running")
-        refused = self.dispatcher.blocked or self.cleaner.full
-        return None if refused is None else PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused)
-
-    def _append_one(self, msg: Message) -> PutMessageResult:
-        refused = self._refusal()
-        if refused is not None:
-            return refused
-        try:
-            batch = self._preparer.messages([msg])
-        except PutError as exc:
-            return PutMessageResult(exc.status, error=exc.reason)
-        return self._append_single(batch)
-
-    def _append_single(self, batch: RecordBatch) -> PutMessageResult:
-        try:
-            phy, store_ts = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
-        except PutError as exc:
-            return PutMessageResult(exc.status, error=exc.reason)
-        return PutMessageResult(PutStatus.PUT_OK, self._msg_id_prefix + f"{phy:016X}", phy, batch.queue_offset(0),
-                                batch.queue_ids[0], batch.total_bytes, store_ts)
-
-    def put_messages(self, msgs: list[Message] | RecordBatch) -> BatchPutResult:
-        """Append *msgs* as one batch under one lock: all are stored, or none (with the reason).
-        A ``RecordBatch`` (see :meth:`stage_wire_batch`) is appended as it is."""
-        appended = self._append_batch(msgs)
-        if isinstance(appended, BatchPutResult):
-            return appended
-        batch, phy, store_ts = appended
-        flushed = self.group_commit is None or self.group_commit.wait_flushed(phy + batch.total_bytes)
-        return self._batch_result(flushed, batch, phy, store_ts)
-
-    async def put_messages_async(self, msgs: list[Message] | RecordBatch) -> BatchPutResult:
-        """``put_messages`` for an asyncio producer: under SYNC_FLUSH it awaits the group commit, so
-        that every batch in flight shares the next fsync (a thread per waiting batch would let only
-        as many batches into one fsync as the thread pool has threads)."""
-        appended = self._append_batch(msgs)
-        if isinstance(appended, BatchPutResult):
-            return appended
-        batch, phy, store_ts = appended
-        flushed = self.group_commit is None or await self.group_commit.wait_flushed_future(
-            phy + batch.total_bytes, asyncio.get_running_loop())
-        return self._batch_result(flushed, batch, phy, store_ts)
-
-    def _append_batch(self, msgs: list[Message] | RecordBatch):
-        """(batch, first offset, store timestamp) once appended, or the refusal as a BatchPutResult."""
-        count = len(msgs)
-        if not self.running:
-            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="the store is not running", count=count)
-        if not count:
-            return BatchPutResult(PutStatus.PUT_OK)
-        refused = self.dispatcher.blocked or self.cleaner.full
-        if refused is not None:
-            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused, count=count)
-        try:
-            batch = msgs if isinstance(msgs, RecordBatch) else self._preparer.messages(msgs)
-            phy, store_ts = self.commitlog.append(batch, clock=self._clock, on_appended=self.dispatcher.notify_appended)
-        except PutError as exc:
-            return BatchPutResult(exc.status, error=exc.reason, count=count)
-        return batch, phy, store_ts
-
-    def _batch_result(self, flushed: bool, batch: RecordBatch, phy: int, store_ts: int) -> BatchPutResult:
-        return BatchPutResult(PutStatus.PUT_OK if flushed else PutStatus.FLUSH_DISK_TIMEOUT, batch=batch,
-                              first_offset=phy, store_timestamp=store_ts, store_host=self.store_host)
-
-    def stage_wire_batch(self, body: bytes, **header) -> RecordBatch | None:
-        """A SEND_BATCH_MESSAGE body as a batch to :meth:`put_messages`, or None when a message in it
-        needs the general path (a delay level); see :meth:`Preparer.wire_batch`."""
-        return self._preparer.wire_batch(body, **header)
 
     # -- consume queues ----------------------------------------------------------------------
 

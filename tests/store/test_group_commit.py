@@ -1,0 +1,90 @@
+"""The SYNC_FLUSH group commit's promises to producer threads: a producer is let go exactly when an
+fsync covers its record (not before, and not only at its timeout), at its syncFlushTimeout when none
+does, and at once when the flush thread dies."""
+
+import queue
+import threading
+import time
+
+from rocketq.store.flush import GroupCommitService
+
+WAIT_S = 10.0
+
+
+class ScriptedDisk:
+    """A flush whose result (the flushed offset) the test hands out one at a time."""
+
+    def __init__(self):
+        self.results: queue.Queue = queue.Queue()
+        self.calls = 0
+
+    def flush(self) -> int:
+        self.calls += 1
+        result = self.results.get(timeout=WAIT_S)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+
+def _waiter(service, offset, out):
+    t = threading.Thread(target=lambda: out.__setitem__(offset, service.wait_flushed(offset)), daemon=True)
+    t.start()
+    return t
+
+
+def _until(what, predicate, timeout_s=WAIT_S):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.002)
+
+
+def test_each_producer_is_let_go_when_an_fsync_covers_its_record_and_not_before():
+    disk = ScriptedDisk()
+    service = GroupCommitService(disk.flush, timeout_ms=int(WAIT_S * 1000))
+    service.start()
+    out: dict = {}
+    try:
+        threads = {off: _waiter(service, off, out) for off in (10, 20, 30)}
+        _until("all three queued", lambda: len(service._gates) == 3)
+        disk.results.put(20)
+        for off in (10, 20):
+            threads[off].join(WAIT_S)
+        assert out == {10: True, 20: True}
+        assert threads[30].is_alive() and [g[0] for g in service._gates] == [30]
+        disk.results.put(30)
+        threads[30].join(WAIT_S)
+        assert out[30] is True and service._gates == []
+        assert service.wait_flushed(25)                     # already on disk: no wait at all
+    finally:
+        disk.results.put(30)                                # the final flush at shutdown
+        service.shutdown()
+
+
+def test_a_producer_gives_up_at_the_timeout_and_leaves_no_gate_behind():
+    disk = ScriptedDisk()
+    service = GroupCommitService(disk.flush, timeout_ms=200)
+    service.start()
+    try:
+        t0 = time.monotonic()
+        assert service.wait_flushed(100) is False            # the fsync never returns in time
+        assert time.monotonic() - t0 >= 0.19 and service._gates == []
+    finally:
+        disk.results.put(100)
+        disk.results.put(100)
+        service.shutdown()
+
+
+def test_producers_are_told_at_once_when_the_flush_thread_dies():
+    disk = ScriptedDisk()
+    service = GroupCommitService(disk.flush, timeout_ms=60_000)
+    service.start()
+    out: dict = {}
+    threads = [_waiter(service, off, out) for off in (10, 20)]
+    _until("both queued", lambda: len(service._gates) == 2)
+    t0 = time.monotonic()
+    disk.results.put(OSError("the disk went away"))
+    for t in threads:
+        t.join(WAIT_S)
+    assert out == {10: False, 20: False} and time.monotonic() - t0 < WAIT_S and service.broken
+    service.shutdown()
