@@ -216,6 +216,9 @@ impl Keep {
     }
 }
 
+/// Kept rows after which the string columns reserve room for the rest of the chunk.
+const SAMPLE_ROWS: usize = 64;
+
 /// Property pairs of one record, reused from record to record (no allocation per record).
 type Pairs<'a> = Vec<(&'a [u8], &'a [u8])>;
 
@@ -267,6 +270,27 @@ impl Columns {
         }
         c.map_offsets.push(0);
         c
+    }
+
+    /// Room in every string column for `more` rows like the ones so far (plus an eighth): filling a
+    /// vector by doubling copied and page-faulted each column about twice (a tenth of a task's CPU).
+    fn reserve_like_sample(&mut self, more: usize) {
+        let rows = self.queue_id.len().max(1);
+        for s in [
+            &mut self.topic,
+            &mut self.keys,
+            &mut self.tags,
+            &mut self.body,
+            &mut self.prop_keys,
+            &mut self.prop_values,
+            &mut self.msg_id,
+        ] {
+            let per_row = s.data.len().div_ceil(rows);
+            let values_per_row = (s.offsets.len() - 1).div_ceil(rows);
+            s.data.reserve(per_row * more / 8 * 9);
+            s.offsets.reserve(values_per_row * more);
+            s.validity.reserve(values_per_row * more / 8 + 1);
+        }
     }
 
     /// Whether one more record of `size` bytes keeps every string column's offsets within `i32`
@@ -406,6 +430,9 @@ fn fill(bytes: &[u8], pos: &[u8], keep: &Keep) -> (Columns, usize, Option<String
                         break; // a column reached 2 GiB: the caller asks again from `consumed`
                     }
                     c.add(&bytes[p..p + v.size], &v, &mut pairs);
+                    if c.queue_id.len() == SAMPLE_ROWS {
+                        c.reserve_like_sample(pos.len() / 8 - consumed - 1);
+                    }
                 }
             }
             Parsed::Blank(_) => {
