@@ -85,6 +85,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(send::send_fields, m)?)?;
     m.add_function(wrap_pyfunction!(send::stage_send, m)?)?;
     m.add_class::<batch::RecordBatch>()?;
+    m.add_class::<columns::ColumnBuffer>()?;
     m.add_class::<dispatch::DispatchRun>()?;
     m.add_class::<pulled::RecordView>()?;
     m.add_class::<grpc_server::GrpcServer>()?;

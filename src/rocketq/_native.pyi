@@ -182,13 +182,24 @@ def property_codes(units: bytes, segment, seg_base: int, readable: int,
     the value is not UTF-8 or the record cannot be read (a blank unit, outside the segment).  A
     repeated name has its last value."""
 
-def record_columns(buf, positions) -> dict:
-    """Arrow buffers of every Spark column for the records at *positions* (an int64 buffer) in *buf*:
+def record_columns(buf, positions, topics: list[str] | None = None, min_store_ms: int | None = None,
+                   max_store_ms: int | None = None) -> dict:
+    """Arrow buffers of every Spark column for the records at *positions* (an int64 buffer) in *buf*
+    that are of *topics* (None: all) and stored in ``[min_store_ms, max_store_ms)`` (None: unbounded):
     fixed-width columns as little-endian bytes, strings/binary as ``(validity or None, int32 offsets,
     data)``, the properties map as ``map_offsets`` + ``prop_keys`` + ``prop_values`` (a repeated name
-    keeps its first place and last value); ``rows`` decoded (fewer when a column would pass 2 GiB),
-    ``uniform_topic``, ``compressed`` row numbers, ``error`` (None or why the record at row ``rows``
-    does not parse)."""
+    keeps its first place and last value), each buffer a read-only :class:`ColumnBuffer`; ``rows``
+    kept, ``consumed`` positions read (fewer than given when a column would pass 2 GiB, or at an
+    error), ``uniform_topic``, ``compressed`` row numbers, ``error`` (None or why the record at
+    position number ``consumed`` does not parse)."""
+
+
+class ColumnBuffer:
+    """The bytes of one column filled by :func:`record_columns`, exported read-only through the
+    buffer protocol (``pyarrow.py_buffer`` wraps it without a copy)."""
+
+    def __len__(self) -> int: ...
+
 
 def encode_send_batch(msgs: list) -> bytes:
     """A SEND_BATCH_MESSAGE body of ``Message`` objects (the client side of :meth:`RecordBatch.from_wire`),

@@ -72,3 +72,59 @@ def test_columns_name_a_position_that_is_no_record():
     from rocketq.spark.decode import DecodeError
     with pytest.raises(DecodeError, match="position 3"):
         decode(log, 0, np.array([0, 3]), np.array([0, 0]), broker=None, store_columns=False)
+
+
+def _log_with_store_times(recs_and_ms: list, base_ms: int) -> bytes:
+    """Records one after another in one log, each with its own store time (*base_ms* + its delta)."""
+    parts, phys = [], 4096
+    for rec, delta in recs_and_ms:
+        raw, _ = encode_log([rec], phys=phys, store_ts=base_ms + delta, store_ip=bytes(4), store_port=10911,
+                            next_offsets={})
+        parts.append(raw)
+        phys += len(raw)
+    return b"".join(parts)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(recs=st.lists(st.tuples(records(), st.integers(0, 5)), min_size=1, max_size=20),
+       topics=st.none() | st.frozensets(st.sampled_from(["T", "Topic_2", "Other"])),
+       lo=st.none() | st.integers(0, 6), hi=st.none() | st.integers(0, 6))
+def test_the_native_row_filter_keeps_exactly_the_rows_the_reference_keeps(recs, topics, lo, hi):
+    base = 1_800_000_000_000
+    log = _log_with_store_times(recs, base)
+    positions, sizes, _ = split_records(log)
+    lo_ms, hi_ms = (None if lo is None else base + lo), (None if hi is None else base + hi)
+    got = [r for b in decode(log, 0, positions, sizes, broker=None, store_columns=True, topics=topics,
+                             min_store_ms=lo_ms, max_store_ms=hi_ms) for r in b.to_pylist()]
+    every = [r for b in decode(log, 0, positions, sizes, broker=None, store_columns=True) for r in b.to_pylist()]
+    kept = []
+    for row, pos in zip(every, positions.tolist()):
+        m = StoredMessage(log, pos)
+        if (topics is None or m.topic in topics) and (lo_ms is None or m.store_timestamp >= lo_ms) \
+                and (hi_ms is None or m.store_timestamp < hi_ms):
+            kept.append(row)
+    assert got == kept                   # whole rows: inflated bodies stay with their own row
+
+
+def test_column_buffers_are_read_only_buffer_exports():
+    from rocketq import _native
+    log, _ = encode_log([Rec("T", 0, 0, 0, 1, bytes(4), 1, 0, 0, b"xyz", b"")], phys=0, store_ts=5,
+                        store_ip=bytes(4), store_port=1, next_offsets={})
+    cols = _native.record_columns(log, np.array([0], dtype=np.int64))
+    assert cols["rows"] == cols["consumed"] == 1
+    body = cols["body"][2]
+    view = memoryview(body)
+    assert view.readonly and bytes(view) == b"xyz" and len(body) == 3
+    with pytest.raises(TypeError):
+        view[0] = 0
+    assert pa.py_buffer(body).address == np.frombuffer(body, dtype=np.uint8).ctypes.data
+    assert np.frombuffer(cols["queue_offset"], dtype="<i8").tolist() == [0]
+
+
+def test_consumed_counts_the_positions_a_filter_dropped():
+    from rocketq import _native
+    recs = [Rec(t, 0, 0, 0, 1, bytes(4), 1, 0, 0, b"b", b"") for t in ("A", "B", "A")]
+    log, _ = encode_log(recs, phys=0, store_ts=5, store_ip=bytes(4), store_port=1, next_offsets={})
+    positions, _, _ = split_records(log)
+    cols = _native.record_columns(log, positions, ["B"])
+    assert (cols["rows"], cols["consumed"], cols["error"]) == (1, 3, None)

@@ -7,6 +7,7 @@ was put, with segments split into ranges, filters, and a damaged record.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import zlib
@@ -151,3 +152,46 @@ def test_store_source_reads_a_live_servers_store(spark, server):
     rows = spark.read.format("rocketq-store").option("topics", "SparkStoreLive").load(str(server.store)).collect()
     assert len(rows) == 300 and {r.queue_id for r in rows} <= {0, 1, 2, 3}
     assert pa.array([r.body for r in rows]).null_count == 0
+
+
+def test_ranges_are_equal_and_their_count_fills_the_last_wave_of_tasks():
+    from rocketq.spark.segments import Segment
+    from rocketq.spark.store_source import MIN_SPLIT_BYTES, plan_ranges
+    mib = 1 << 20
+    one = [Segment("s0", 0, 570 * mib)]
+    ranges = plan_ranges(one, 128 * mib, slots=2)
+    assert len(ranges) == 6                              # 5 ranges of <= 128 MiB would leave a core idle
+    assert [(r.lo, r.hi) for r in ranges] == [(570 * mib * j // 6, 570 * mib * (j + 1) // 6) for j in range(6)]
+    assert len(plan_ranges(one, 128 * mib, slots=1)) == 5
+    assert max(r.hi - r.lo for r in plan_ranges(one, 128 * mib, slots=1)) <= 128 * mib
+    several = [Segment("a", 0, 1024 * mib), Segment("b", 1024 * mib, 300 * mib), Segment("c", 1324 * mib, 0)]
+    ranges = plan_ranges(several, 256 * mib, slots=4)
+    assert len(ranges) % 4 == 0
+    for seg in several:                                   # each segment covered once, in order, no gaps
+        mine = [(r.lo, r.hi) for r in ranges if r.segment is seg]
+        assert mine[0][0] == 0 and mine[-1][1] == seg.size
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(mine))
+    small = [Segment("s", 0, 6 * mib)]                    # not cut below MIN_SPLIT_BYTES to even out waves
+    assert len(plan_ranges(small, 256 * mib, slots=2)) == 1 and 6 * mib // 2 < MIN_SPLIT_BYTES
+    live = [Segment("l", 0, 1024 * mib, written=600 * mib)]   # preallocated: tasks for the data, not the zeros
+    ranges = plan_ranges(live, 128 * mib, slots=2)
+    assert len(ranges) == 6 and ranges[0].hi == 100 * mib and ranges[-1].hi == 1024 * mib
+
+
+def test_a_segment_knows_where_its_data_ends_and_a_short_hint_loses_nothing(tmp_path):
+    import dataclasses
+
+    from rocketq.spark.segments import written_extent
+    from rocketq.spark.store_source import plan_ranges
+    sparse = tmp_path / "sparse"
+    with open(sparse, "wb") as f:
+        f.write(b"x" * (1 << 20))
+        f.truncate(8 << 20)
+    assert (1 << 20) <= written_extent(str(sparse)) <= (8 << 20)   # the whole file where holes are unknown
+
+    _write_store(tmp_path / "store", 2000, seed=5)
+    segments = [dataclasses.replace(s, written=s.size // 5) for s in list_segments(str(tmp_path / "store"))]
+    offsets = [r["physical_offset"] for part in plan_ranges(segments, 1 << 20, slots=3)
+               for b in read_range(part.segment, part.lo, part.hi, max_record=4 << 20)
+               for r in b.select(["physical_offset"]).to_pylist()]
+    assert len(offsets) == 2000 and len(set(offsets)) == 2000

@@ -35,11 +35,14 @@ def bench_spark(messages: int, sink_messages: int, runs: int, master: str, direc
                         f"(min / median / max)")
     table.add_column("read / write")
     table.add_column("rows/s", justify="right")
+    table.add_column("load (1 min)", justify="right")
     for name, (lo, med, hi) in report["rows_per_s"].items():
-        table.add_row(name, f"{lo:,.0f} / {med:,.0f} / {hi:,.0f}")
+        table.add_row(name, f"{lo:,.0f} / {med:,.0f} / {hi:,.0f}", f"{report['load_1m_after'][name]:.1f}")
     out().print(table)
     for name, value in report["ratios"].items():
         out().print(f"{name}: {value:.2f}")
+    for name, value in report["us_per_row_over_the_ceiling"].items():
+        out().print(f"{name}: {value:.3f} us a row over the ceiling")
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2))
         err().print(f"results written to {json_out}")

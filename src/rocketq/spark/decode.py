@@ -7,7 +7,9 @@ PULL_MESSAGE bodies, which carry the same records back to back.
 The per-record work is native (:func:`rocketq._native.record_columns`): one call fills the Arrow
 buffers of every column for a chunk of records - fixed-width values, string/binary offsets and
 bytes with validity bitmaps, the properties map (``k\\x01v\\x02...`` split into keys and values) -
-and this module wraps them with ``pyarrow.Array.from_buffers``.  ``msg_id`` is ``UNIQ_KEY`` when the
+and this module wraps them with ``pyarrow.Array.from_buffers`` (no copy: the native buffers export
+themselves to pyarrow).  The store source's topic and store-time filter is applied in the same call,
+so dropped records cost no column work and kept ones are not copied by a filter.  ``msg_id`` is ``UNIQ_KEY`` when the
 producer set one, else the offset message id.  Bodies with the COMPRESSED sysflag are inflated here
 (zlib, as RocketMQ's clients compress), the only per-record Python, and only for those rows.
 """
@@ -18,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 
 from rocketq import _native
-from rocketq.common.hexdigits import hex_digits
 from rocketq.common.sysflag import COMPRESSED, plain_body
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -53,37 +54,28 @@ TOPIC_SCHEMA = arrow_schema(TOPIC_COLUMNS)
 STORE_SCHEMA = arrow_schema(STORE_COLUMNS)
 
 
-def fixed_width(cells: np.ndarray, typ=pa.string()) -> pa.Array:
-    """An (n, w) uint8 array as n values of w bytes (string or binary)."""
-    n, w = cells.shape
-    offsets = np.arange(0, (n + 1) * w, w, dtype=np.int32)
-    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(cells))])
-
-
-def hex_strings(raw: np.ndarray) -> pa.Array:
-    """Each row of an (n, w) uint8 array as 2w upper-case hex characters (RocketMQ's id spelling)."""
-    return fixed_width(hex_digits(raw))
-
-
 class DecodeError(ValueError):
     """Bytes at a record position that are no record (the caller walked them: this is damage)."""
 
 
 def decode(buf, base_offset: int, positions: np.ndarray, sizes: np.ndarray, *, broker: str | None,
-           store_columns: bool) -> list[pa.RecordBatch]:
+           store_columns: bool, topics: frozenset[str] | None = None, min_store_ms: int | None = None,
+           max_store_ms: int | None = None) -> list[pa.RecordBatch]:
     """Record batches for the records at *positions* (relative to *buf*; *sizes* and *base_offset* are
-    kept for the callers' symmetry - the records' own fields are used)."""
+    kept for the callers' symmetry - the records' own fields are used), keeping only records of
+    *topics* (None: all) with a store time in ``[min_store_ms, max_store_ms)`` (None: unbounded)."""
     schema = STORE_SCHEMA if store_columns else TOPIC_SCHEMA
     positions = np.ascontiguousarray(positions, dtype=np.int64)
+    wanted = sorted(topics) if topics is not None else None
     out = []
     while len(positions):
-        cols = _native.record_columns(buf, positions)
+        cols = _native.record_columns(buf, positions, wanted, min_store_ms, max_store_ms)
         rows = cols["rows"]
         if rows:
             out.append(_batch(cols, rows, broker, schema))
         if cols["error"] is not None:
             raise DecodeError(cols["error"])
-        positions = positions[rows:]                 # a column reached 2 GiB: the rest in another batch
+        positions = positions[cols["consumed"]:]     # a column reached 2 GiB: the rest in another batch
     return out
 
 

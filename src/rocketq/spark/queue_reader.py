@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 MAX_PULL_MESSAGES = 1024          # the broker's cap per pull (and the Java client's pullBatchSize limit)
 PULL_WINDOW = 4                   # pulls in flight per task
-DECODE_ROWS = 8192                # rows decoded together (per-batch costs are paid once per this many)
+DECODE_ROWS = 65_536              # rows decoded together, as the store source does: Spark pays its per-batch
+                                  # costs (IPC message, vectors, the hand-off) once per this many
 IDLE_RETRIES = 50                 # NO_NEW_MSG below the max offset: asked again this often (~20 s) before failing
 
 

@@ -3,7 +3,8 @@
 A store directory is a local path (or ``file://`` URI), read through ``mmap``; any other URI
 (``s3://``, ``gs://``, ``hdfs://``, ...) is opened with ``pyarrow.fs`` and a segment is read
 into memory whole.  Segments are the files of ``<store>/commitlog`` named by the 20-digit log
-offset of their first byte.
+offset of their first byte.  A local segment also carries where its data seems to end (its first
+hole: segments are preallocated), so that tasks are planned over data, not over zeros.
 """
 
 from __future__ import annotations
@@ -21,6 +22,28 @@ class Segment:
     path: str            # local path or URI of the file
     base: int            # log offset of its first byte
     size: int            # file size
+    written: int | None = None   # where the data seems to end (a planning hint only; None: unknown)
+
+    @property
+    def extent(self) -> int:
+        """The bytes worth planning tasks for: a segment is preallocated whole, its tail unwritten."""
+        return self.size if self.written is None else min(self.written, self.size)
+
+
+def written_extent(path: str) -> int | None:
+    """The offset of the file's first hole (``SEEK_HOLE``: unwritten or never-allocated blocks), or
+    None where the file system cannot say.  A hint: a broker may write past it at any time, so
+    readers still read to the end of the file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE)
+    except (OSError, AttributeError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def _local(path: str) -> str | None:
@@ -46,8 +69,8 @@ def list_segments(store: str) -> list[Segment]:
         if not os.path.isdir(directory):
             raise OptionError(f"{store!r} is not a rocketq store: it has no commitlog directory")
         names = sorted(n for n in os.listdir(directory) if n.isdigit() and len(n) == 20)
-        return [Segment(os.path.join(directory, n), int(n), os.path.getsize(os.path.join(directory, n)))
-                for n in names]
+        return [Segment(os.path.join(directory, n), int(n), os.path.getsize(os.path.join(directory, n)),
+                        written_extent(os.path.join(directory, n))) for n in names]
     from pyarrow import fs
     filesystem, root = fs.FileSystem.from_uri(store)
     infos = filesystem.get_file_info(fs.FileSelector(_join(root, "commitlog"), allow_not_found=True))

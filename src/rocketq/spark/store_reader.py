@@ -21,7 +21,6 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rocketq import _native
 from rocketq.spark.decode import decode
@@ -47,22 +46,13 @@ class SkipReport:
 
 @dataclass(frozen=True)
 class RowFilter:
-    """What the reader may drop itself: topics (None = all) and a store-time window in ms."""
+    """What the reader may drop itself: topics (None = all) and a store-time window in ms.  The
+    native decoder applies it (:func:`rocketq.spark.decode.decode`), so a dropped record costs no
+    column work and a kept batch is never copied by a filter."""
 
     topics: frozenset[str] | None = None
     min_store_ms: int | None = None       # inclusive
     max_store_ms: int | None = None       # exclusive
-
-    def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        mask = None
-        if self.topics is not None:
-            mask = pc.is_in(batch.column("topic"), value_set=pa.array(sorted(self.topics), pa.string()))
-        ts = batch.column("store_timestamp")
-        for bound, op in ((self.min_store_ms, pc.greater_equal), (self.max_store_ms, pc.less)):
-            if bound is not None:
-                m = op(ts, pa.scalar(bound * 1000, ts.type))
-                mask = m if mask is None else pc.and_(mask, m)
-        return batch if mask is None else batch.filter(mask)
 
 
 def first_record_at_or_after(buf, base: int, lo: int, hi: int) -> int | None:
@@ -88,11 +78,9 @@ def read_range(segment: Segment, lo: int, hi: int, *, max_record: int, check_crc
             mine = int(np.searchsorted(scan.positions, hi))
             for c in range(0, mine, chunk_records):
                 e = min(mine, c + chunk_records)
-                for batch in decode(buf, segment.base, scan.positions[c:e], scan.sizes[c:e], broker=broker,
-                                    store_columns=True):
-                    batch = rows.apply(batch)
-                    if batch.num_rows:
-                        yield batch
+                yield from decode(buf, segment.base, scan.positions[c:e], scan.sizes[c:e], broker=broker,
+                                  store_columns=True, topics=rows.topics, min_store_ms=rows.min_store_ms,
+                                  max_store_ms=rows.max_store_ms)
             if scan.error is None or scan.end >= hi:
                 return
             start = _skip_damage(buf, segment, scan, limit, hi, fail_on_data_loss, skips)

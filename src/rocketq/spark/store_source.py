@@ -3,7 +3,10 @@
 Options (strings, case-insensitive):
 
 ``path``               the store directory (local path or a URI pyarrow.fs opens); ``load(path)`` works too
-``maxBytesPerPartition``  split segments into ranges of at most this many bytes (default 256 MiB)
+``maxBytesPerPartition``  split segments into equal ranges of at most this many bytes (default 256 MiB)
+``minPartitions``      make the count of ranges a multiple of this (cutting the largest ranges, not
+                       below 4 MiB), so the last wave of tasks fills every core; default: the CPU
+                       count of the process planning the read (in local mode, the cores of ``local[*]``)
 ``failOnDataLoss``     ``true`` (default): a damaged record fails the read, naming file and offset;
                        ``false``: damaged bytes are skipped with a warning
 ``verifyChecksum``     check each body's CRC (default ``true``)
@@ -19,6 +22,7 @@ One input partition per segment range.  With ``spark.sql.python.filterPushdown.e
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -31,6 +35,7 @@ from rocketq.spark.segments import Segment, list_segments
 from rocketq.spark.store_reader import RowFilter, read_range
 
 DEFAULT_PARTITION_BYTES = 256 << 20
+MIN_SPLIT_BYTES = 4 << 20            # a range is not cut below this only to even out the last wave
 DEFAULT_MAX_MESSAGE = 4 << 20
 
 
@@ -41,18 +46,29 @@ class SegmentRange(InputPartition):
     hi: int
 
 
-def plan_ranges(segments: list[Segment], max_bytes: int) -> list[SegmentRange]:
-    out = []
-    for seg in segments:
-        for lo in range(0, max(seg.size, 1), max_bytes):
-            out.append(SegmentRange(seg, lo, min(seg.size, lo + max_bytes)))
-    return out
+def plan_ranges(segments: list[Segment], max_bytes: int, slots: int = 1) -> list[SegmentRange]:
+    """Each segment's data (:attr:`Segment.extent`) cut into equal ranges of at most *max_bytes*, the
+    last range reaching to the end of the file (data written after planning is read too); then,
+    while the count of ranges is not a multiple of *slots* (the task slots expected to run them),
+    the segment with the largest ranges is cut once more, down to ``MIN_SPLIT_BYTES``: the last wave
+    of tasks then keeps every slot busy instead of one task running alone (5 ranges on 2 cores
+    take as long as 6)."""
+    parts = [max(1, -(-seg.extent // max_bytes)) for seg in segments]
+    want = -(-max(sum(parts), slots) // slots) * slots
+    for _ in range(want - sum(parts)):
+        i = max(range(len(segments)), key=lambda j: segments[j].extent / parts[j], default=None)
+        if i is None or segments[i].extent // (parts[i] + 1) < MIN_SPLIT_BYTES:
+            break
+        parts[i] += 1
+    return [SegmentRange(seg, seg.extent * j // k, seg.size if j == k - 1 else seg.extent * (j + 1) // k)
+            for seg, k in zip(segments, parts) for j in range(k)]
 
 
 class StoreReader(DataSourceReader):
     def __init__(self, options):
         self.path = opt.required(options, "path", "the store directory, e.g. load('/var/rocketq/store')")
         self.max_bytes = opt.integer(options, "maxBytesPerPartition", DEFAULT_PARTITION_BYTES, minimum=1 << 20)
+        self.slots = opt.integer(options, "minPartitions", os.cpu_count() or 1, minimum=1)
         self.fail_on_data_loss = opt.boolean(options, "failOnDataLoss", True)
         self.check_crc = opt.boolean(options, "verifyChecksum", True)
         self.broker = options.get("broker")
@@ -64,7 +80,7 @@ class StoreReader(DataSourceReader):
         self.max_record = opt.integer(options, "maxMessageSize", DEFAULT_MAX_MESSAGE, minimum=1)
 
     def partitions(self):
-        return plan_ranges(self.segments, self.max_bytes)
+        return plan_ranges(self.segments, self.max_bytes, self.slots)
 
     def read(self, partition):
         if not isinstance(partition, SegmentRange):          # Spark's single empty partition
