@@ -26,8 +26,8 @@ EXPRESSIONS = ["region = 'eu'", "amount > 500", "region IN ('eu', 'ap') AND amou
 
 
 def cfg(path, **kw):
-    base = dict(commitlog_file_size=1 << 20, consume_queue_entries=3000, enable_consume_queue_ext=True,
-                enable_calc_filter_bitmap=True, mapped_file_size_consume_queue_ext=8192)
+    base = {"commitlog_file_size": 1 << 20, "consume_queue_entries": 3000, "enable_consume_queue_ext": True,
+            "enable_calc_filter_bitmap": True, "mapped_file_size_consume_queue_ext": 8192}
     return small_config(path, **{**base, **kw})
 
 
