@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from store_helpers import small_config
@@ -25,9 +26,9 @@ EXPRESSIONS = ["region = 'eu'", "amount > 500", "region IN ('eu', 'ap') AND amou
 
 
 def cfg(path, **kw):
-    return small_config(path, commitlog_file_size=1 << 20, consume_queue_entries=3000,
-                        enable_consume_queue_ext=True, enable_calc_filter_bitmap=True,
-                        mapped_file_size_consume_queue_ext=8192, **kw)
+    base = {"commitlog_file_size": 1 << 20, "consume_queue_entries": 3000, "enable_consume_queue_ext": True,
+            "enable_calc_filter_bitmap": True, "mapped_file_size_consume_queue_ext": 8192}
+    return small_config(path, **{**base, **kw})
 
 
 def random_message(rng: random.Random, topic="T", queue_id=0) -> Message:
@@ -53,9 +54,16 @@ def read_all(store, sub, group, topic="T", queue_id=0):
 
 
 def unit_bits(store, topic="T", queue_id=0):
-    """(unit, ext ok, bit map) per unit of the queue."""
+    """(unit, ext ok, bit map) per unit of the queue, from every one of its files (one ``get_units``
+    stops at the end of a consume-queue file)."""
     cq = store.consume_queue(topic, queue_id)
-    units = cq.get_units(0, cq.max_offset())
+    parts, offset = [], 0
+    while offset < cq.max_offset():
+        part = cq.get_units(offset, cq.max_offset() - offset)
+        assert len(part), f"{topic}/{queue_id}: no unit at {offset}, below the queue's end {cq.max_offset()}"
+        parts.append(part)
+        offset += len(part)
+    units = np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_DTYPE)
     ok, _tags, bits = cq.ext.read(units["tag"], store.filter_bitmaps.bloom.bytes_len)
     return units, ok, bits
 
@@ -214,14 +222,56 @@ def test_ext_is_cut_back_with_its_consume_queue(tmp_path):
         assert np.frombuffer(cq.get_unit_bytes(0, 30), dtype=CQ_DTYPE)["tag"].max() <= last
 
 
+def test_a_lagging_checkpoint_replays_no_ext_unit_twice(tmp_path):
+    """Recovery dispatches again from the checkpoint's logicsFlushedOffset: records whose units the
+    queues hold get no second ext unit, an ext unit a crash left with no unit pointing at it is cut,
+    and the ext files end where the last unit's ext unit ends - with queues over several files."""
+    from rocketq.store.checkpoint import CheckpointFile
+    from rocketq.store.store_files import StorePaths, create_abort_marker
+    rng = random.Random(7)
+    config = cfg(tmp_path, consume_queue_entries=300)
+    with MessageStore(config) as store:
+        for i, e in enumerate(EXPRESSIONS[:3]):
+            store.filter_bitmaps.register(f"G{i}", "T", e, "SQL92", 1)
+        store.put_messages([random_message(rng, queue_id=q) for q in (0, 1) for _ in range(700)])
+        assert store.wait_dispatched()
+        assert len(store.consume_queue("T", 0).files.files) == 3
+        check_agreement(store, 7)
+        ends = {q: store.consume_queue("T", q).ext.files.max_offset() for q in (0, 1)}
+        bits = store.filter_bitmaps.bloom.bytes_len
+    # as a SIGKILL between an ext write and its consume-queue write leaves queue 0: one ext unit more
+    stray = encode_units(np.array([5]), np.array([6]), np.zeros((1, bits), dtype=np.uint8)).tobytes()
+    ext_file = tmp_path / "consumequeue_ext" / "T" / "0" / f"{ends[0] - ends[0] % 8192:020d}"
+    assert ends[0] % 8192 + len(stray) + 4 <= 8192
+    with open(ext_file, "r+b") as f:
+        f.seek(ends[0] % 8192)
+        f.write(stray)
+    paths = StorePaths(tmp_path)
+    cp = CheckpointFile(paths.checkpoint)                 # the queues' flush never reached the checkpoint
+    cp.value.logics_flushed_offset = 0
+    cp.flush()
+    cp.close()
+    create_abort_marker(paths.abort)
+    with MessageStore(config) as store:
+        assert store.recovery.abnormal and store.recovery.redispatched_records == 1400
+        assert {q: store.consume_queue("T", q).ext.files.max_offset() for q in (0, 1)} == ends
+        check_agreement(store, 7)
+        store.put_messages([random_message(rng, queue_id=q) for q in (0, 1) for _ in range(50)])
+        assert store.wait_dispatched()
+        check_agreement(store, 7)
+
+
 # -- a crash ----------------------------------------------------------------------------------------
+
+CRASH_CQ_ENTRIES = 500       # small consume-queue files: the writer's queues span several of them
 
 WRITER = """
 import random, sys
 sys.path[:0] = sys.argv[3].split("|")
-from test_filter_bitmap import EXPRESSIONS, cfg, random_message
+from test_filter_bitmap import CRASH_CQ_ENTRIES, EXPRESSIONS, cfg, random_message
 from rocketq.store import MessageStore
-store = MessageStore(cfg(sys.argv[1])).start()
+store = MessageStore(cfg(sys.argv[1], consume_queue_entries=CRASH_CQ_ENTRIES,
+                         prefault_mapped_file_enable=sys.argv[4] == "1")).start()
 rng = random.Random(int(sys.argv[2]))
 for i, e in enumerate(EXPRESSIONS[:3]):
     store.filter_bitmaps.register(f"G{i}", "T", e, "SQL92", 1)
@@ -234,7 +284,8 @@ while True:
 """
 
 
-def test_sigkill_leaves_ext_and_consume_queue_agreeing(tmp_path):
+@pytest.mark.parametrize("prefault", [True, False], ids=["prefault", "no-prefault"])
+def test_sigkill_leaves_ext_and_consume_queue_agreeing(tmp_path, prefault):
     """SIGKILL a writer mid-dispatch; after recovery every unit's ext address resolves to the bits the
     evaluator gives, the ext files end where the last unit's ext unit ends, and prefiltered reads
     return exactly what plain reads return - also after writing on."""
@@ -251,7 +302,7 @@ def test_sigkill_leaves_ext_and_consume_queue_agreeing(tmp_path):
     for round_ in range(3):
         path = tmp_path / f"s{round_}"
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(seed + round_), here + "|" +
-                                 "|".join(sys.path)], stdout=subprocess.PIPE, env=env)
+                                 "|".join(sys.path), "1" if prefault else "0"], stdout=subprocess.PIPE, env=env)
         try:
             assert proc.stdout.readline().strip() == b"ready"
             for _ in range(rng.randrange(5, 120)):
@@ -261,7 +312,8 @@ def test_sigkill_leaves_ext_and_consume_queue_agreeing(tmp_path):
             proc.kill()
             proc.wait(timeout=30)
         for _ in range(2):
-            with MessageStore(cfg(path)) as store:
+            with MessageStore(cfg(path, consume_queue_entries=CRASH_CQ_ENTRIES,
+                                  prefault_mapped_file_enable=prefault)) as store:
                 assert store.recovery.abnormal or _ > 0
                 check_agreement(store, seed)
                 store.put_messages([random_message(rng, queue_id=q) for q in (0, 1) for _ in range(30)])
@@ -278,6 +330,7 @@ def check_agreement(store, seed):
             continue
         assert cq.ext is not None, f"seed {seed}"
         units, ok, bits = unit_bits(store, queue_id=qid)
+        assert len(units) == cq.max_offset(), f"seed {seed}"
         ext_at = np.flatnonzero(units["tag"] <= -(1 << 31) - 1)
         assert len(ext_at) == len(units), f"seed {seed}: every unit was dispatched with the filters"
         assert ok[ext_at].all(), f"seed {seed}: a unit points at no ext unit"
