@@ -193,9 +193,9 @@ class MappedFile:
         holds data).  RocketMQ's warm-up (``warmMapedFileEnable``) writes zeros the same way: the
         pages are dirty afterwards.  With *sync* (the store under SYNC_FLUSH) they are written out
         here (``fdatasync``, no GIL held), as RocketMQ forces them while it warms under SYNC_FLUSH:
-        otherwise the first group commit on the segment writes all of its zeros, and the producers
-        waiting for it wait seconds (measured: 64 asyncio producers, 3,069 -> 21,176 msgs/s over
-        3 s).  Written-back pages are write-protected again, so the writer takes a (cheap)
+        otherwise the first group commit on the segment writes all of its zeros while the producers
+        waiting for it wait ("flush took 0.5 s or more"; the effect on a whole benchmark row was within
+        the noise of a loaded machine, BENCHMARKS.md).  Written-back pages are write-protected again, so the writer takes a (cheap)
         write-protect fault per page after all; without *sync* that happens after the first
         periodic flush instead.
         """
