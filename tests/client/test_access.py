@@ -181,3 +181,15 @@ def test_the_servers_skip_every_client_variable():
     assert read_env({name: "x" for name in CLIENT_ENV_VARS}, client_keys=False) == []
     assert {"ROCKETQ_ACCESS_KEY", "ROCKETQ_SECRET_KEY", "ROCKETQ_PROFILE", "ROCKETQ_CLIENT_CONFIG", "ROCKETQ_TLS",
             "ROCKETQ_CA_FILE", "ROCKETQ_CERT_FILE", "ROCKETQ_KEY_FILE"} <= CLIENT_ENV_VARS
+
+
+@pytest.mark.parametrize("closed", [
+    "RemotingConnectionClosedError: connection to 127.0.0.1:9876 closed",
+    "RemotingConnectionClosedError: connection to 127.0.0.1:9876 closed: [Errno 104] Connection reset by peer",
+])
+def test_a_tls_connection_closed_after_the_handshake_points_at_a_client_certificate(env, closed):
+    """A TLS 1.3 server refuses a missing client certificate after the client's handshake is done: the client
+    reads the alert, or the server's reset when that arrives first. Either way the hint is mutual TLS, not
+    "does it speak TLS?"."""
+    text = explain(closed, resolve({"tls": True}, environ=env))
+    assert "if it wants a client certificate it trusts (mutual TLS), give --cert-file and --key-file" in text, text

@@ -298,7 +298,11 @@ def _hint(text: str, a: ClientAccess) -> str | None:
     handshake_cut = any(w in low for w in ("wrong_version_number", "eof occurred", "record layer failure",
                                             "unexpected eof", "reset by peer"))
     refused = any(w in low for w in ("refused", "unreachable", "no route", "name or service", "timed out"))
-    if a.tls and "closed" in low and not handshake_cut:       # a TLS 1.3 server refuses a client after the handshake
+    # an established connection the server closed ("connection to H closed: ..."): with TLS on, the handshake
+    # had completed, and a TLS 1.3 server refuses a client certificate only after it - the client then reads
+    # the alert, or, when the server's reset arrives first, ECONNRESET
+    after_handshake = "connection to" in low and " closed" in low
+    if a.tls and "closed" in low and (after_handshake or not handshake_cut):
         if not a.cert_file:
             return (f"the server closed the TLS connection; if it wants a client certificate it trusts (mutual "
                     f"TLS), give {a.name('cert_file')} and {a.name('key_file')}")
