@@ -43,3 +43,20 @@ def pull(topic, queue_id, offset, *, suspend_ms=0, subscription="*"):
         "consumerGroup": "G", "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
         "sysFlag": 0x2 if suspend_ms else 0, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
         "subscription": subscription, "subVersion": 0})
+
+
+async def transaction_producer(port: int, on_check, *, group: str = "PID_TX") -> RemotingClient:
+    """A producer connection of *group*, its heartbeat sent, whose CHECK_TRANSACTION_STATE requests from the
+    broker go to *on_check* (called with the request; nothing is answered). The caller closes it."""
+    import json
+
+    async def handler(conn, cmd):
+        if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
+            on_check(cmd)
+        return None
+
+    producer = RemotingClient("127.0.0.1", port, handler=handler)
+    hb = {"clientID": "p1", "producerDataSet": [{"groupName": group}], "consumerDataSet": []}
+    await producer.invoke(RemotingCommand.create_request(RequestCode.HEART_BEAT, {}, json.dumps(hb).encode()),
+                          timeout_s=5)
+    return producer

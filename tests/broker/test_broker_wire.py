@@ -2,7 +2,8 @@
 
 import asyncio
 
-from broker_helpers import pull, send_v2, split_records, store_config, with_broker  # noqa: F401 (shared)
+from broker_helpers import (pull, send_v2, split_records, store_config,  # noqa: F401 (shared)
+                            transaction_producer, with_broker)
 
 from rocketq.broker.broker import Broker, BrokerSettings
 from rocketq.broker.send import encode_batch
@@ -309,21 +310,10 @@ def test_transactions_commit_and_rollback(tmp_path):
 
 
 def test_unresolved_half_message_is_checked_back_with_the_producer(tmp_path):
-    import json
-
     async def scenario(broker, client):
         checks = asyncio.Queue()
-
-        async def producer_handler(conn, cmd):
-            if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
-                await checks.put(cmd)
-            return None
-
-        producer = RemotingClient("127.0.0.1", broker.server.port, handler=producer_handler)
+        producer = await transaction_producer(broker.server.port, checks.put_nowait)
         try:
-            hb = {"clientID": "p1", "producerDataSet": [{"groupName": "PID_TX"}], "consumerDataSet": []}
-            await producer.invoke(RemotingCommand.create_request(RequestCode.HEART_BEAT, {}, json.dumps(hb).encode()),
-                                  timeout_s=5)
             req = send_v2("Pay", b"maybe", props="TRAN_MSG\x01true\x02PGROUP\x01PID_TX\x02")
             req.ext_fields["f"] = "4"
             assert (await producer.invoke(req, timeout_s=5)).code == ResponseCode.SUCCESS

@@ -4,12 +4,11 @@ still known resolved, and its producer is not asked again (which a COMMIT answer
 second copy of the message).  A real broker on loopback; the read window is made small."""
 
 import asyncio
-import json
 
-from broker_helpers import send_v2, with_broker
+from broker_helpers import send_v2, transaction_producer, with_broker
 
 from rocketq.broker import transaction_check
-from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
 
 HALVES = 12
 
@@ -19,17 +18,8 @@ def test_resolved_halves_stay_resolved_past_one_rounds_op_window(tmp_path, monke
 
     async def scenario(broker, client):
         checks = []
-
-        async def producer_handler(conn, cmd):
-            if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
-                checks.append(cmd)
-            return None
-
-        producer = RemotingClient("127.0.0.1", broker.server.port, handler=producer_handler)
+        producer = await transaction_producer(broker.server.port, checks.append)
         try:
-            hb = {"clientID": "p1", "producerDataSet": [{"groupName": "PID_TX"}], "consumerDataSet": []}
-            await producer.invoke(RemotingCommand.create_request(RequestCode.HEART_BEAT, {}, json.dumps(hb).encode()),
-                                  timeout_s=5)
             for i in range(HALVES):
                 req = send_v2("Pay", b"tx%d" % i, props="TRAN_MSG\x01true\x02PGROUP\x01PID_TX\x02")
                 req.ext_fields["f"] = "4"                           # PREPARED
