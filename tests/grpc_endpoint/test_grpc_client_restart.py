@@ -66,7 +66,7 @@ def test_slow_push_listener_is_not_handed_a_second_copy_across_a_restart(tmp_pat
         server.shutdown()
 
 
-def test_open_transactions_are_checked_after_a_restart_without_the_producer_sending(tmp_path, monkeypatch):
+def test_open_transactions_are_checked_after_a_restart_without_the_producer_sending(tmp_path, monkeypatch, caplog):
     """Transactions left open across a restart, the producer sending nothing afterwards: it is
     known again from its heartbeats and route queries, and the stream it reopens at its settings
     tick (with no settings on it) carries the check-backs."""
@@ -98,7 +98,10 @@ def test_open_transactions_are_checked_after_a_restart_without_the_producer_send
             server.start()
             # checked on the stream reopened at the tick, before any settings come (at 30 s; a loaded
             # 2-core CI machine needs most of that)
-            wait_until(lambda: set(asked) >= ids, timeout_s=28, what="a check-back of every open transaction")
+            try:
+                wait_until(lambda: set(asked) >= ids, timeout_s=28, what="a check-back of every open transaction")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{_restart_diagnostics(server, p.client_id, ids, asked, caplog)}") from None
         finally:
             shutdown_within(p)
         c = SimpleConsumer(client_config(server), "GOrders", {"Orders": FilterExpression("*")}, await_duration=2)
@@ -112,3 +115,18 @@ def test_open_transactions_are_checked_after_a_restart_without_the_producer_send
             c.shutdown()
     finally:
         server.shutdown()
+
+
+def _restart_diagnostics(server, client_id, ids, asked, caplog) -> str:
+    """What the server knows of the producer, and the client's own stream and settings lines: the
+    CI log keeps the assertion message whole but cuts the captured log in the middle."""
+    def view():
+        s = server.endpoint.sessions.clients.get(client_id)
+        members = {g: server.endpoint.sessions.streaming_members(g) for g in getattr(s, "tx_groups", ())}
+        return None if s is None else dict(type=s.client_type, stream=s.outbox is not None, gone=s.gone,
+                                           topics=sorted(s.topics), settings=s.settings_received,
+                                           streaming_members=members)
+    lines = [f"{r.relativeCreated / 1000:8.2f}s {r.levelname} {r.getMessage()}" for r in caplog.records
+             if any(w in r.getMessage() for w in ("stream", "setting", "orphaned", "transaction"))]
+    return (f"asked: {len(set(asked) & ids)} of {len(ids)}; server's session: {server.call(view)}\n"
+            + "\n".join(lines[-40:]))
