@@ -191,15 +191,29 @@ def quicken_client_schedulers(monkeypatch, factor: float, settings_factor: float
     assignment 5 s; the settings tick, 300 s, by *settings_factor* when given) run *factor* times
     as often in this process.  Their behaviour is unchanged; the tests that need several of their
     rounds (a restart, a stream reopened at the settings tick) fit the CI budget this way.
+
+    One thing is added: the tasks' threads get the client's io loop as their current event loop,
+    as its main thread has (set when a channel is made there).  5.1.2's settings tick writes to the
+    Telemetry stream and, when the write fails, rebuilds the stream in the write's done-callback;
+    a write that fails before the callback is added (the io loop thread won the GIL in between: a
+    loaded machine) runs the callback on the scheduler thread, where creating the gRPC call raises
+    "There is no current event loop in thread ..." and the stream stays broken until the next tick.
     Call before the clients start."""
     from rocketmq.v5.client import client, client_route_manager, client_telemetry_manager
+    from rocketmq.v5.client.connection.rpc_client import RpcClient
     from rocketmq.v5.client.scheduler import ClientScheduler
     from rocketmq.v5.consumer.push import push_consumer
+
+    def with_io_loop(target):
+        def run():
+            asyncio.set_event_loop(RpcClient.get_channel_io_loop())
+            return target()
+        return run
 
     def quick(f):
         class Quick(ClientScheduler):
             def __init__(self, thread_name, target, initial_delay, delay, loop=None):
-                super().__init__(thread_name, target, initial_delay / f, delay / f, loop)
+                super().__init__(thread_name, with_io_loop(target), initial_delay / f, delay / f, loop)
         return Quick
 
     for module in (client, client_route_manager, push_consumer):

@@ -123,9 +123,9 @@ def _restart_diagnostics(server, client_id, ids, asked, caplog) -> str:
     def view():
         s = server.endpoint.sessions.clients.get(client_id)
         members = {g: server.endpoint.sessions.streaming_members(g) for g in getattr(s, "tx_groups", ())}
-        return None if s is None else dict(type=s.client_type, stream=s.outbox is not None, gone=s.gone,
-                                           topics=sorted(s.topics), settings=s.settings_received,
-                                           streaming_members=members)
+        return None if s is None else {"type": s.client_type, "stream": s.outbox is not None, "gone": s.gone,
+                                       "topics": sorted(s.topics), "settings": s.settings_received,
+                                       "streaming_members": members}
     lines = [f"{r.relativeCreated / 1000:8.2f}s {r.levelname} {r.getMessage()}" for r in caplog.records
              if any(w in r.getMessage() for w in ("stream", "setting", "orphaned", "transaction"))]
     return (f"asked: {len(set(asked) & ids)} of {len(ids)}; server's session: {server.call(view)}\n"
