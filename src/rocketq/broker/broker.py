@@ -58,7 +58,7 @@ from rocketq.broker.timer import Timer
 from rocketq.broker.timer_messages import TimerPolicy
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.broker.transaction_check import TransactionChecker
-from rocketq.broker.transactions import end_transaction
+from rocketq.broker.transactions import EndedTransactions, end_transaction
 from rocketq.remoting import (
     RemotingCommand,
     RemotingServer,
@@ -199,6 +199,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._sample_stats_loop()))
         if self.acl is not None:
             self._tasks.append(asyncio.create_task(self._watch_acl_loop()))
+        self.ended_transactions = EndedTransactions()
         self.transaction_checker = TransactionChecker(self, interval_s=self.settings.transaction_check_interval_s,
                                                       timeout_s=self.settings.transaction_timeout_s,
                                                       max_checks=self.settings.transaction_check_max)

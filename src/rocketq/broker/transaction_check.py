@@ -29,6 +29,7 @@ import logging
 import time
 
 from rocketq.broker.escape import half_for_escape
+from rocketq.broker.transactions import PROPERTY_PREPARED_QUEUE_OFFSET
 from rocketq.common.message import Message
 from rocketq.common.sysflag import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketq.remoting import RemotingCommand, RequestCode
@@ -154,6 +155,7 @@ class TransactionChecker:
                         props.get("REAL_TOPIC"), CHECK_MAX_TIME_TOPIC, times)
             return 0
         props[PROPERTY_CHECK_TIMES] = str(times + 1)
+        props.setdefault(PROPERTY_PREPARED_QUEUE_OFFSET, str(half.queue_offset))    # the first copy's, kept
         again = await store.put_message_async(half.to_message(topic=TRANS_HALF_TOPIC, properties=props))
         if again.physical_offset < 0:
             return None

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from rocketq.store.checkpoint import Checkpoint
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
-from rocketq.store.record import RecordError
 from rocketq.store.scan import SegmentScan, scan_segment
 
 log = logging.getLogger(__name__)
