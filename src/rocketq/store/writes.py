@@ -7,9 +7,11 @@ A put is three steps, the first outside any lock:
 1. *refuse or prepare* - a stopped store, a stalled dispatcher or a full disk refuses before anything
    is appended (a refused message must never be delivered later); otherwise the
    :class:`~rocketq.store.prepare.Preparer` turns the messages (or a SEND_MESSAGE header, or a
-   SEND_BATCH_MESSAGE body) into a native record batch: validated, CRCs computed, sizes known;
+   SEND_BATCH_MESSAGE body) into a native record batch: validated, sizes known;
 2. *append* - :meth:`CommitLog.append` takes the put lock once for the batch, encodes it into the
-   mapped segment and tells the dispatcher how many messages arrived;
+   mapped segment and tells the dispatcher how many messages arrived.  A single ``Message``
+   without a delay level skips step 1: :meth:`CommitLog.append_message` reads, checks and encodes
+   it in one native call under the lock;
 3. *durability* - under ``SYNC_FLUSH`` the caller waits for the group commit to pass the batch's
    end: a thread blocks (``put_message``/``put_messages``), an asyncio producer awaits a future
    that the flush thread resolves together with every other waiter of its loop.  A wait that
@@ -74,7 +76,9 @@ class StoreWrites:
         if refused is not None:
             return refused
         try:
-            batch = self._preparer.messages([msg])
+            if not msg.delay_level:
+                return self.commitlog.append_message(msg, self._clock, self.dispatcher.notify_appended)
+            batch = self._preparer.messages([msg])     # policy: re-addressed to the schedule topic
         except PutError as exc:
             return PutMessageResult(exc.status, error=exc.reason)
         return self._append_single(batch)
