@@ -63,7 +63,7 @@ pub struct SinglePut {
     segment_bytes: usize,
     table: Py<PyDict>,
     check_topic: Py<PyAny>,
-    id_host: Vec<u8>, // packed store address + port, the message ids' prefix
+    id_prefix: Vec<u8>, // hex of the packed store address + port: how the message ids start
     checked_topic: Mutex<Vec<u8>>, // the last topic name check_topic passed
 }
 
@@ -109,15 +109,15 @@ impl SinglePut {
         check_topic: Bound<'_, PyAny>,
     ) -> PyResult<SinglePut> {
         let store = host_arg(store_ip, store_port, "store host")?;
-        let mut id_host = store_ip.to_vec();
-        id_host.extend_from_slice(&store.port.to_be_bytes());
+        let mut host = store_ip.to_vec();
+        host.extend_from_slice(&store.port.to_be_bytes());
         Ok(SinglePut {
             max_body: max_body_bytes,
             store,
             segment_bytes,
             table: table.unbind(),
             check_topic: check_topic.unbind(),
-            id_host,
+            id_prefix: msgid::host_hex(&host),
             checked_topic: Mutex::new(Vec::new()),
         })
     }
@@ -271,7 +271,7 @@ impl SinglePut {
             table.set_item(k, queue_offset + 1)?;
         }
         Ok((
-            msgid::joined(&self.id_host, &[physical_offset]),
+            msgid::one(&self.id_prefix, physical_offset),
             queue_offset,
             size,
         ))
