@@ -14,7 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from reference import encode_log
-from test_record_batch import DELAY_LEVELS, SETTINGS, STORE_HOSTS, _rec, messages, topics
+from test_record_batch import (
+    DELAY_LEVELS,
+    SETTINGS,
+    STORE_HOSTS,
+    _rec,
+    messages,
+    topics,
+)
 
 from rocketq import _native
 from rocketq.common.message import Message
