@@ -282,18 +282,23 @@ impl SinglePut {
     /// `check_topic(topic)` unless `topic` is the last name it passed.
     fn check_topic(&self, topic: &Bound<'_, PyString>) -> PyResult<()> {
         let name = topic.to_str()?.as_bytes();
-        let mut last = self.checked_topic.lock().map_err(|_| {
-            PyValueError::new_err("SinglePut: a put panicked while checking a topic")
-        })?;
-        if last.as_slice() == name {
+        if self.last_checked()?.as_slice() == name {
             return Ok(());
         }
+        // the lock is not held while Python runs: the checker may let another thread take the GIL
         let problem = self.check_topic.bind(topic.py()).call1((topic,))?;
         if !problem.is_none() {
             return Err(illegal(problem.extract::<String>()?));
         }
+        let mut last = self.last_checked()?;
         last.clear();
         last.extend_from_slice(name);
         Ok(())
+    }
+
+    fn last_checked(&self) -> PyResult<std::sync::MutexGuard<'_, Vec<u8>>> {
+        self.checked_topic
+            .lock()
+            .map_err(|_| PyValueError::new_err("SinglePut: a put panicked while checking a topic"))
     }
 }

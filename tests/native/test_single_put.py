@@ -171,3 +171,40 @@ def test_a_big_body_is_copied_with_the_gil_released_and_still_matches():
     want, _ = encode_log([_rec(msg)], phys=4096, store_ts=STORE_TS, store_ip=store.ip, store_port=store.port,
                          next_offsets={})
     assert bytes(out[:size]) == want
+
+
+_TWO_PUTS = """
+import threading, time
+from rocketq import _native
+from rocketq.common.message import Message
+from rocketq.common.validation import topic_error
+
+entered = threading.Event()
+
+def check(topic):
+    if topic == "Slow":
+        entered.set()
+        time.sleep(0.2)                  # lets go of the GIL
+    return topic_error(topic)
+
+put = _native.SinglePut({}, max_body_bytes=1 << 20, store_ip=bytes(4), store_port=1, segment_bytes=1 << 16,
+                        check_topic=check)
+out = bytearray(1 << 16)
+slow = threading.Thread(target=put.put, args=(Message(topic="Slow", body=b"x"), out, 0, 0, 1))
+slow.start()
+assert entered.wait(5)
+put.put(Message(topic="Fast", body=b"y"), out, 4096, 4096, 1)
+slow.join()
+print("both stored")
+"""
+
+
+def test_a_topic_check_that_lets_go_of_the_gil_does_not_block_another_put():
+    """The checker is Python: while it runs, another thread may take the GIL and put (here without the
+    store's put lock), so no lock of the kernel may be held across it.  Run in a child process: when
+    one was, the second put blocked on it holding the GIL and the process hung."""
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", _TWO_PUTS], capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0 and "both stored" in child.stdout, child.stderr
