@@ -53,6 +53,7 @@ class CommitLog:
             kwargs["reserve"] = reserve
         self.files = MappedFileQueue(directory, file_size,
                                      factory=lambda p: MappedFile(p, file_size, **kwargs), allocator=allocator)
+        # (topic, queue id) -> next queue offset; SinglePut holds this very dict: change it in place only
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.put_lock = threading.Lock()
         self.last_store_timestamp = 0
