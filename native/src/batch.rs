@@ -1,7 +1,10 @@
-//! A batch of records staged for one append: validated, CRCs computed, sizes known, everything
-//! encoded that does not depend on where the batch lands (RocketMQ 5 encodes before taking the
-//! put lock too).  `write_into` then fills in the position-dependent fields (queue offsets,
-//! physical offsets, store time) while copying the records into the segment, with the GIL released.
+//! A batch of records staged for one append: validated, sizes known, everything checked that does
+//! not depend on where the batch lands (RocketMQ 5 encodes before taking the put lock too).
+//! `append_to` then writes the records into the segment with the GIL released (once per batch),
+//! filling in the position-dependent fields (queue offsets, physical offsets, store time) and each
+//! body's CRC as it copies it: the CRC reads the body just before the copy does, so a body is
+//! brought into the cache once (for 4 KiB bodies the CRC was a second pass, and a second GIL
+//! release, when the batch computed it while staging).
 //!
 //! Three ways in, all ending in the same [`RecordBatch`]:
 //! * [`RecordBatch::from_wire`] - a SEND_BATCH_MESSAGE body as it came off the wire
@@ -29,7 +32,7 @@ use crate::record::{self, Host, NOT_CONSUMABLE};
 use crate::{message, msgid, slots, wire};
 
 /// The `Message` fields a plain message is read from, in the order `from_messages` unpacks them.
-const MESSAGE_FIELDS: [&str; 13] = [
+pub(crate) const MESSAGE_FIELDS: [&str; 13] = [
     "topic",
     "body",
     "queue_id",
@@ -104,7 +107,6 @@ struct Rec {
     born: Host,
     reconsume: i32,
     prepared: i64,
-    crc: u32,
     size: u32,
 }
 
@@ -124,11 +126,11 @@ pub struct RecordBatch {
     _arena: Vec<u8>,
 }
 
-fn refuse(status: &str, reason: String) -> PyErr {
+pub(crate) fn refuse(status: &str, reason: String) -> PyErr {
     BatchError::new_err((status.to_string(), reason))
 }
 
-fn illegal(reason: String) -> PyErr {
+pub(crate) fn illegal(reason: String) -> PyErr {
     refuse("MESSAGE_ILLEGAL", reason)
 }
 
@@ -156,6 +158,62 @@ impl std::fmt::Display for Which {
 pub(crate) struct Limits {
     pub(crate) max_body: usize,
     pub(crate) store_v6: bool,
+}
+
+/// The checks every way in shares, in this order: queue id range, the 32-bit fields (`flag`,
+/// `sys_flag`, `reconsume_times`), body size, properties size, topic length.  `which` names the
+/// message in errors.
+pub(crate) fn check_record(
+    which: Which,
+    topic: &[u8],
+    queue_id: i64,
+    ints: [i64; 3],
+    body_len: usize,
+    props_len: usize,
+    max_body: usize,
+) -> PyResult<()> {
+    if !(0..=MAX_QUEUE_ID).contains(&queue_id) {
+        return Err(illegal(format!(
+            "{which}: queue id {queue_id} of topic {:?} is out of range",
+            topic_text(topic)
+        )));
+    }
+    for (name, v) in ["flag", "sys_flag", "reconsume_times"]
+        .into_iter()
+        .zip(ints)
+    {
+        if i32::try_from(v).is_err() {
+            return Err(illegal(format!(
+                "{which}: {name} {v} does not fit in 32 bits"
+            )));
+        }
+    }
+    if body_len > max_body {
+        return Err(illegal(format!(
+            "{which} (topic {:?}): body of {} bytes exceeds maxMessageSize {}",
+            topic_text(topic),
+            body_len,
+            max_body
+        )));
+    }
+    if props_len > record::MAX_PROPERTIES_BYTES {
+        return Err(refuse(
+            "PROPERTIES_SIZE_EXCEEDED",
+            format!(
+                "{which} (topic {:?}): properties are {} bytes, at most {}",
+                topic_text(topic),
+                props_len,
+                record::MAX_PROPERTIES_BYTES
+            ),
+        ));
+    }
+    if topic.is_empty() || topic.len() > record::MAX_TOPIC_BYTES {
+        return Err(illegal(format!(
+            "{which}: the topic is empty or longer than {} bytes",
+            record::MAX_TOPIC_BYTES
+        )));
+    }
+    Ok(())
 }
 
 /// Collects records, interning topics and grouping consumable records by (topic, queue).
@@ -221,48 +279,15 @@ impl Builder {
         body: &[u8],
         props: Span,
     ) -> PyResult<()> {
-        if !(0..=MAX_QUEUE_ID).contains(&queue_id) {
-            return Err(illegal(format!(
-                "{which}: queue id {queue_id} of topic {:?} is out of range",
-                topic_text(topic)
-            )));
-        }
-        for (name, v) in [
-            ("flag", flag),
-            ("sys_flag", sys_flag),
-            ("reconsume_times", reconsume),
-        ] {
-            if i32::try_from(v).is_err() {
-                return Err(illegal(format!(
-                    "{which}: {name} {v} does not fit in 32 bits"
-                )));
-            }
-        }
-        if body.len() > self.limits.max_body {
-            return Err(illegal(format!(
-                "{which} (topic {:?}): body of {} bytes exceeds maxMessageSize {}",
-                topic_text(topic),
-                body.len(),
-                self.limits.max_body
-            )));
-        }
-        if props.len > record::MAX_PROPERTIES_BYTES {
-            return Err(refuse(
-                "PROPERTIES_SIZE_EXCEEDED",
-                format!(
-                    "{which} (topic {:?}): properties are {} bytes, at most {}",
-                    topic_text(topic),
-                    props.len,
-                    record::MAX_PROPERTIES_BYTES
-                ),
-            ));
-        }
-        if topic.is_empty() || topic.len() > record::MAX_TOPIC_BYTES {
-            return Err(illegal(format!(
-                "{which}: the topic is empty or longer than {} bytes",
-                record::MAX_TOPIC_BYTES
-            )));
-        }
+        check_record(
+            which,
+            topic,
+            queue_id,
+            [flag, sys_flag, reconsume],
+            body.len(),
+            props.len,
+            self.limits.max_body,
+        )?;
         let sys_flag = sys_flag as i32;
         let size = record::record_len(
             born.is_v6(),
@@ -289,7 +314,6 @@ impl Builder {
             born,
             reconsume: reconsume as i32,
             prepared,
-            crc: 0,
             size: size as u32,
         });
         self.total += size;
@@ -319,17 +343,7 @@ impl Builder {
                 len,
             };
         }
-        let mut recs = self.recs;
-        let crc_all = |recs: &mut Vec<Rec>| {
-            for r in recs.iter_mut() {
-                r.crc = record::body_crc(unsafe { r.body.get() });
-            }
-        };
-        if self.total >= DETACH_FROM_BYTES {
-            py.detach(|| crc_all(&mut recs));
-        } else {
-            crc_all(&mut recs);
-        }
+        let recs = self.recs;
         Ok(RecordBatch {
             recs,
             topics: self.topics,
@@ -347,7 +361,7 @@ impl Builder {
 pub const DETACH_FROM_BYTES: usize = 64 * 1024;
 
 /// An integer field as i64; a value outside int64 is the caller's error, named like the int32 checks.
-fn int_field(v: &Bound<'_, PyAny>, which: Which, name: &str) -> PyResult<i64> {
+pub(crate) fn int_field(v: &Bound<'_, PyAny>, which: Which, name: &str) -> PyResult<i64> {
     v.extract::<i64>().map_err(|e| {
         if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(v.py()) {
             illegal(format!("{which}: {name} {v} does not fit in 64 bits"))
@@ -715,7 +729,7 @@ impl RecordBatch {
                     store,
                     reconsume_times: r.reconsume,
                     prepared_offset: r.prepared,
-                    crc: r.crc,
+                    crc: record::body_crc(body), // here, not when staged: one pass over the body
                     body,
                     topic: &self.topics[r.topic as usize],
                     props,

@@ -24,6 +24,7 @@ pub mod reads;
 pub mod record;
 pub mod scan;
 pub mod send;
+pub mod single;
 pub mod sink;
 pub mod slots;
 pub mod wire;
@@ -85,6 +86,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(send::send_fields, m)?)?;
     m.add_function(wrap_pyfunction!(send::stage_send, m)?)?;
     m.add_class::<batch::RecordBatch>()?;
+    m.add_class::<single::SinglePut>()?;
     m.add_class::<columns::ColumnBuffer>()?;
     m.add_class::<dispatch::DispatchRun>()?;
     m.add_class::<pulled::RecordView>()?;
@@ -92,5 +94,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<grpc_server::CallMetadata>()?;
     m.add("BatchError", py.get_type::<batch::BatchError>())?;
     m.add("BatchFormatError", py.get_type::<batch::BatchFormatError>())?;
+    m.add("SegmentFull", py.get_type::<single::SegmentFull>())?;
     Ok(())
 }

@@ -25,3 +25,19 @@ pub fn joined(host: &[u8], offsets: &[i64]) -> String {
     // SAFETY: only ASCII hex digits and commas were written.
     unsafe { String::from_utf8_unchecked(out) }
 }
+
+/// The hex of `host` (packed ip + port), the part every id of one store starts with.
+pub fn host_hex(host: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 * host.len());
+    push_hex(&mut out, host);
+    out
+}
+
+/// The id of the record at `offset` on a host whose [`host_hex`] is `prefix`.
+pub fn one(prefix: &[u8], offset: i64) -> String {
+    let mut out = Vec::with_capacity(prefix.len() + 16);
+    out.extend_from_slice(prefix);
+    push_hex(&mut out, &offset.to_be_bytes());
+    // SAFETY: only ASCII hex digits were written (the prefix is host_hex's).
+    unsafe { String::from_utf8_unchecked(out) }
+}

@@ -31,7 +31,8 @@ def body_crc(data: bytes | bytearray | memoryview) -> int:
     """CRC-32 (IEEE) of *data* masked to 31 bits, as records store body CRCs."""
 
 class RecordBatch:
-    """Records staged for one CommitLog append: validated, CRCs computed, sizes known.
+    """Records staged for one CommitLog append: validated, sizes known (body CRCs are computed by
+    :meth:`append_to`, as it copies each body).
 
     Bodies and properties are read where they are (the batch keeps the source objects alive).
     Prepared and rolled-back transaction records (sysflag bit 0x4) belong to no queue group.
@@ -84,6 +85,23 @@ class RecordBatch:
 
     def joined_msg_ids(self, store_host: bytes, physical_offset: int) -> str:
         """The records' offset message ids (upper-case hex of packed host + offset) joined with ','."""
+
+class SegmentFull(Exception):
+    """A single put's record does not fit before the segment's end (nothing written): args are (record bytes,)."""
+
+class SinglePut:
+    """The store's single put in one call (``CommitLog.append_message``): one ``Message`` without a
+    delay level read, checked as ``RecordBatch.from_messages`` checks it (same errors), encoded at the
+    segment's write position, its queue offset taken from and advanced in *table*."""
+
+    def __init__(self, table: dict[tuple[str, int], int], *, max_body_bytes: int, store_ip: bytes, store_port: int,
+                 segment_bytes: int, check_topic: Callable[[str], str | None]) -> None: ...
+
+    def put(self, msg, dest, pos: int, physical_offset: int, store_timestamp: int) -> tuple[str, int, int]:
+        """Encode *msg* at ``dest[pos:]`` (the segment's mapping or transient buffer) as the log's bytes at
+        *physical_offset*; returns ``(offset message id, queue offset, record bytes)``.  Raises BatchError
+        for a refused message, SegmentFull when the record and the closing blank do not fit before
+        *segment_bytes*, ValueError for a message with a delay level.  The caller holds the put lock."""
 
 class DispatchRun:
     """What :func:`dispatch_scan` found in a run of records (picklable, for Spark tasks)."""

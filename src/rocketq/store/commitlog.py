@@ -2,16 +2,20 @@
 
 Theory of operation
 -------------------
-:mod:`rocketq.store.prepare` (no lock) turns messages into a native record batch: validated, CRCs
-computed, sizes known.  ``append`` then takes the put lock once for the whole batch: it picks the
-segment, assigns each queue its next offsets (the ``(topic, queue id) -> next offset`` table), and
-has the batch encode itself straight into the mapped segment (the GIL released for large batches),
-filling in queue offsets, physical offsets and the store time as it copies.
+:mod:`rocketq.store.prepare` (no lock) turns messages into a native record batch: validated, sizes
+known.  ``append`` then takes the put lock once for the whole batch: it picks the segment, assigns
+each queue its next offsets (the ``(topic, queue id) -> next offset`` table), and has the batch
+encode itself straight into the mapped segment (the GIL released for large batches), filling in
+queue offsets, physical offsets, the store time and the body CRCs as it copies.
 
 A batch never straddles segments: when ``batch bytes + 8`` does not fit in what is left, a blank
 record (``remaining | 0xCBD43194``) closes the segment and the batch goes to the next one.  A
 batch bigger than a segment is refused.  Prepared and rolled-back transaction records get queue
 offset 0 and do not advance the table: they never reach a consume queue.
+
+A single message (no delay level) skips the batch: :meth:`CommitLog.append_message` has the native
+``SinglePut`` read, check and encode it straight into the segment in one call under the lock, and
+build its message id; the records are the same bytes as the batch path's.
 
 Invariants: records are contiguous from the first segment's start; every record's PHYSICALOFFSET
 field equals its position; the queue-offset table only grows.  This module knows nothing about
@@ -25,18 +29,23 @@ import threading
 import time
 from pathlib import Path
 
+from rocketq import _native
 from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import BORNHOST_V6
+from rocketq.common.validation import topic_error
 from rocketq.store.allocator import AllocateService
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
 from rocketq.store.record import END_FILE_MIN_BLANK_LENGTH, encode_blank
-from rocketq.store.results import PutError, PutStatus
+from rocketq.store.results import PutError, PutMessageResult, PutStatus
+
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024      # StoreConfig.max_message_size's default
 
 
 class CommitLog:
     def __init__(self, directory: Path, *, file_size: int, store_host: HostAddress,
-                 allocator: AllocateService | None = None, transient_pool=None, reserve=None):
+                 allocator: AllocateService | None = None, transient_pool=None, reserve=None,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_BYTES):
         self.store_host = store_host
         self.file_size = file_size
         kwargs = {"transient_pool": transient_pool}
@@ -44,9 +53,12 @@ class CommitLog:
             kwargs["reserve"] = reserve
         self.files = MappedFileQueue(directory, file_size,
                                      factory=lambda p: MappedFile(p, file_size, **kwargs), allocator=allocator)
+        # (topic, queue id) -> next queue offset; SinglePut holds this very dict: change it in place only
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.put_lock = threading.Lock()
         self.last_store_timestamp = 0
+        self._single = _native.SinglePut(self.queue_offsets, max_body_bytes=max_message_size, store_ip=store_host.ip,
+                                         store_port=store_host.port, segment_bytes=file_size, check_topic=topic_error)
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -76,6 +88,31 @@ class CommitLog:
             if on_appended is not None:
                 on_appended(len(batch))
         return first, store_ts
+
+    def append_message(self, msg, clock, on_appended) -> PutMessageResult:
+        """Append one ``Message`` without a delay level (those take the batch path: the schedule
+        topic is policy) under the put lock; *clock* and *on_appended* as for :meth:`append`.
+        Raises PutError (nothing written) for a message the store refuses."""
+        try:
+            with self.put_lock:
+                files = self.files.files
+                mf = files[-1] if files else self._segment_for(0)
+                store_ts = int(clock() * 1000)
+                while True:
+                    pos = mf.wrote
+                    first = mf.file_from_offset + pos
+                    try:
+                        msg_id, queue_offset, size = self._single.put(msg, mf.write_target(), pos, first, store_ts)
+                        break
+                    except _native.SegmentFull as full:     # once per segment: close it, go on in the next
+                        mf = self._segment_for(full.args[0])
+                mf.advance(size)
+                mf.store_timestamp = store_ts
+                self.last_store_timestamp = store_ts
+                on_appended(1)
+        except _native.BatchError as exc:
+            raise PutError(PutStatus[exc.args[0]], exc.args[1]) from None
+        return PutMessageResult(PutStatus.PUT_OK, msg_id, first, queue_offset, msg.queue_id, size, store_ts)
 
     def _segment_for(self, total: int) -> MappedFile:
         """The segment the next *total* bytes go to, closing the current one with a blank if needed."""

@@ -21,6 +21,7 @@ over 500 ms too) means the disk is not keeping up: it is logged as a warning, at
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -104,6 +105,13 @@ class GroupCommitService(_Service):
     a woken producer returns at once.  (With a shared condition, ``notify_all`` woke all 64
     producers of the benchmark to queue up for the condition's lock one after the other, each
     handing the GIL on, before any could send its next message.)
+
+    The asyncio producers of one event loop wait in that loop's :class:`_LoopWaiters`, in the
+    order they appended (a loop runs one producer at a time, and appends are serialised by the
+    put lock), so their offsets and deadlines only grow: after an fsync the ones it covered are a
+    prefix, cut off with one bisect and resolved with one call into the loop.  A producer only
+    signals the flush thread when that thread sleeps: while it flushes, it looks again before it
+    sleeps, and the wake-up would cost every producer a system call for nothing.
     """
 
     name = "group-commit"
@@ -114,7 +122,8 @@ class GroupCommitService(_Service):
         self._timeout_s = timeout_ms / 1000
         self._requested = 0
         self._gates: list[tuple[int, threading.Lock]] = []     # (offset, held lock) of waiting threads
-        self._async_waiters: list = []
+        self._loops: dict = {}                                  # event loop -> its _LoopWaiters
+        self._sleeping = False                                  # the flush thread waits for a request
         self._slow_log = _SlowFlushLog("SYNC_FLUSH group commit")
         self.flushed = 0
         self.broken = False
@@ -123,7 +132,14 @@ class GroupCommitService(_Service):
 
     def waiting(self) -> int:
         """Producers on an event loop waiting for a flush (a snapshot, for metrics)."""
-        return len(self._async_waiters)
+        return sum(len(w.offsets) for w in list(self._loops.values()))
+
+    def _request(self, offset: int) -> None:
+        """Ask for a flush up to *offset* (the caller holds the condition)."""
+        if offset > self._requested:
+            self._requested = offset
+            if self._sleeping:
+                self._cond.notify()
 
     def wait_flushed(self, offset: int) -> bool:
         """Block until bytes before *offset* are on disk; False on timeout."""
@@ -135,9 +151,7 @@ class GroupCommitService(_Service):
             if self.flushed >= offset:
                 return True
             self._gates.append((offset, gate))
-            if offset > self._requested:
-                self._requested = offset
-            self._cond.notify()
+            self._request(offset)
         if not gate.acquire(timeout=self._timeout_s):
             with self._cond:
                 if (offset, gate) in self._gates:
@@ -155,16 +169,19 @@ class GroupCommitService(_Service):
             fut.set_result(True)
             return fut
         with self._cond:
-            self._async_waiters.append((offset, loop, fut, time.monotonic() + self._timeout_s))
-            if offset > self._requested:
-                self._requested = offset
-            self._cond.notify()
+            waiters = self._loops.get(loop)
+            if waiters is None:
+                waiters = self._loops[loop] = _LoopWaiters()
+            waiters.add(offset, fut, time.monotonic() + self._timeout_s)
+            self._request(offset)
         return fut
 
     def _run_once(self) -> None:
         with self._cond:
+            self._sleeping = True
             self._cond.wait_for(lambda: self._requested > self.flushed or self._stopped,
-                                ASYNC_DEADLINE_CHECK_S if self._async_waiters else 10.0)
+                                ASYNC_DEADLINE_CHECK_S if self._loops else 10.0)
+            self._sleeping = False
         if self._requested > self.flushed:
             started = time.monotonic()
             flushed = self._slow_log.timed(self._flush)
@@ -191,26 +208,21 @@ class GroupCommitService(_Service):
             gate.release()
 
     def _resolve_async(self, flushed: int, *, result: bool = True) -> None:
-        """Resolve flushed waiters True, expired ones False (``FLUSH_DISK_TIMEOUT``), per loop at once."""
+        """Resolve flushed waiters True, expired ones False (``FLUSH_DISK_TIMEOUT``), per loop at once;
+        with *result* False, every waiter False."""
         now = time.monotonic()
+        calls = []
         with self._cond:
-            if not self._async_waiters:
-                return
-            keep, done, late = [], [], []
-            for w in self._async_waiters:
-                if w[0] <= flushed and result:
-                    done.append(w)
-                elif not result or w[3] <= now:
-                    late.append(w)
-                else:
-                    keep.append(w)
-            self._async_waiters = keep
-        for waiters, value in ((done, True), (late, False)):
-            by_loop: dict = {}
-            for _offset, loop, fut, _deadline in waiters:
-                by_loop.setdefault(loop, []).append(fut)
-            for loop, futs in by_loop.items():
-                loop.call_soon_threadsafe(_resolve_all, futs, value)
+            for loop, waiters in list(self._loops.items()):
+                done, late = waiters.take(flushed if result else -1, now if result else float("inf"))
+                if not waiters.offsets:
+                    del self._loops[loop]
+                if done:
+                    calls.append((loop, done, True))
+                if late:
+                    calls.append((loop, late, False))
+        for loop, futs, value in calls:
+            loop.call_soon_threadsafe(_resolve_all, futs, value)
 
     def _final(self) -> None:
         self.flushed = max(self.flushed, self._flush())
@@ -222,6 +234,39 @@ class GroupCommitService(_Service):
         self.broken = True
         self._open_gates(0, everyone=True)
         self._resolve_async(0, result=False)
+
+
+class _LoopWaiters:
+    """The asyncio producers of one event loop waiting for a flush, by offset (the order they
+    appended in, see :class:`GroupCommitService`: the insert is an append)."""
+
+    __slots__ = ("offsets", "futures", "deadlines")
+
+    def __init__(self):
+        self.offsets: list[int] = []
+        self.futures: list = []
+        self.deadlines: list[float] = []
+
+    def add(self, offset: int, future, deadline: float) -> None:
+        at = bisect.bisect_right(self.offsets, offset)
+        self.offsets.insert(at, offset)
+        self.futures.insert(at, future)
+        self.deadlines.insert(at, deadline)
+
+    def take(self, flushed: int, now: float) -> tuple[list, list]:
+        """Remove and return (the futures of waiters at or below *flushed*, those of the rest whose
+        deadline is *now* or earlier)."""
+        covered = bisect.bisect_right(self.offsets, flushed)
+        done = self.futures[:covered]
+        del self.offsets[:covered], self.futures[:covered], self.deadlines[:covered]
+        late = []
+        if self.deadlines and self.deadlines[0] <= now:      # the flushes are late: rare, scan
+            keep = [i for i, d in enumerate(self.deadlines) if d > now]
+            late = [f for d, f in zip(self.deadlines, self.futures) if d <= now]
+            self.offsets = [self.offsets[i] for i in keep]
+            self.futures = [self.futures[i] for i in keep]
+            self.deadlines = [self.deadlines[i] for i in keep]
+        return done, late
 
 
 def _resolve_all(futures, result: bool) -> None:

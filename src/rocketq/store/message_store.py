@@ -116,7 +116,8 @@ class MessageStore(StoreWrites, StoreMaintenance):
                                           warm=cfg.warm_mapped_file_enable, prefault=cfg.prefault_mapped_file_enable,
                                           sync_warm=cfg.flush_disk_type == SYNC_FLUSH)
         self.commitlog = CommitLog(paths.commitlog, file_size=cfg.commitlog_file_size, store_host=self.store_host,
-                                   allocator=self._allocator, transient_pool=pool, reserve=self._reserve)
+                                   allocator=self._allocator, transient_pool=pool, reserve=self._reserve,
+                                   max_message_size=cfg.max_message_size)
         self.commitlog.files.load()
         self.index = None
         if cfg.message_index_enable:

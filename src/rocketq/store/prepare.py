@@ -2,8 +2,9 @@
 
 Everything about a record except its queue offset, physical offset and store time is known before
 the lock is taken: the native batch validates the messages (queue ids, numeric widths, body and
-properties sizes), builds the properties of plain messages (``TAGS``/``KEYS``), and computes the
-body CRCs.  What is policy stays here, in Python:
+properties sizes) and builds the properties of plain messages (``TAGS``/``KEYS``); the body CRCs
+are computed as the bodies are copied into the segment (one pass over each body).  What is policy
+stays here, in Python:
 
 * a message with a delay level is re-addressed to ``SCHEDULE_TOPIC_XXXX`` (queue = level - 1) with
   its real topic and queue in ``REAL_TOPIC`` / ``REAL_QID``, unless it is a transaction's prepared

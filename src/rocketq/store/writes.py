@@ -7,9 +7,11 @@ A put is three steps, the first outside any lock:
 1. *refuse or prepare* - a stopped store, a stalled dispatcher or a full disk refuses before anything
    is appended (a refused message must never be delivered later); otherwise the
    :class:`~rocketq.store.prepare.Preparer` turns the messages (or a SEND_MESSAGE header, or a
-   SEND_BATCH_MESSAGE body) into a native record batch: validated, CRCs computed, sizes known;
+   SEND_BATCH_MESSAGE body) into a native record batch: validated, sizes known;
 2. *append* - :meth:`CommitLog.append` takes the put lock once for the batch, encodes it into the
-   mapped segment and tells the dispatcher how many messages arrived;
+   mapped segment and tells the dispatcher how many messages arrived.  A single ``Message``
+   without a delay level skips step 1: :meth:`CommitLog.append_message` reads, checks and encodes
+   it in one native call under the lock;
 3. *durability* - under ``SYNC_FLUSH`` the caller waits for the group commit to pass the batch's
    end: a thread blocks (``put_message``/``put_messages``), an asyncio producer awaits a future
    that the flush thread resolves together with every other waiter of its loop.  A wait that
@@ -39,15 +41,15 @@ class StoreWrites:
         """``put_message`` for an asyncio producer: under SYNC_FLUSH it awaits the group commit
         instead of blocking the event loop (one wake-up per fsync for all of a loop's producers)."""
         result = self._append_one(msg)
-        if self.group_commit is not None and result.status is PutStatus.PUT_OK:
-            await self._until_flushed(result)
+        if self.group_commit is not None and result.status is PutStatus.PUT_OK and not await self._flushed(result):
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
 
     async def put_staged_async(self, batch: RecordBatch) -> PutMessageResult:
         """``put_message_async`` of a one-record batch from :meth:`stage_sent`."""
         result = self._refusal() or self._append_single(batch)
-        if self.group_commit is not None and result.status is PutStatus.PUT_OK:
-            await self._until_flushed(result)
+        if self.group_commit is not None and result.status is PutStatus.PUT_OK and not await self._flushed(result):
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
 
     def stage_sent(self, topic: str, queue_id: int, **header) -> tuple[RecordBatch, str | None, bool] | None:
@@ -55,11 +57,11 @@ class StoreWrites:
         it needs the general path; see :meth:`Preparer.sent`."""
         return self._preparer.sent(topic, queue_id, **header)
 
-    async def _until_flushed(self, result: PutMessageResult) -> None:
-        # the group-commit thread resolves the future False once syncFlushTimeout has passed
-        if not await self.group_commit.wait_flushed_future(result.physical_offset + result.wrote_bytes,
-                                                           asyncio.get_running_loop()):
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+    def _flushed(self, result: PutMessageResult) -> asyncio.Future:
+        """A future that the group-commit thread resolves True once *result*'s record is on disk, False
+        once syncFlushTimeout has passed (a plain call, not a coroutine: one frame less per send)."""
+        return self.group_commit.wait_flushed_future(result.physical_offset + result.wrote_bytes,
+                                                     asyncio.get_running_loop())
 
     def _refusal(self) -> PutMessageResult | None:
         """Why no message may be appended now (checked before appending: a refused message must
@@ -74,7 +76,9 @@ class StoreWrites:
         if refused is not None:
             return refused
         try:
-            batch = self._preparer.messages([msg])
+            if not msg.delay_level:
+                return self.commitlog.append_message(msg, self._clock, self.dispatcher.notify_appended)
+            batch = self._preparer.messages([msg])     # policy: re-addressed to the schedule topic
         except PutError as exc:
             return PutMessageResult(exc.status, error=exc.reason)
         return self._append_single(batch)
