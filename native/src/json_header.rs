@@ -62,9 +62,7 @@ impl<'a> Scan<'a> {
     /// A string (the opening quote next); escapes decoded; None for a surrogate escape, a raw
     /// control character, bad UTF-8 or a bad escape (the `Value` path decides those).
     fn string(&mut self) -> Option<std::borrow::Cow<'a, str>> {
-        if self.eat(b'"').is_none() {
-            return None;
-        }
+        self.eat(b'"')?;
         let start = self.i;
         let b = self.b;
         while let Some(&c) = b.get(self.i) {
