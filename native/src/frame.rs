@@ -287,7 +287,8 @@ pub fn next_frame(data: &[u8], max_frame_bytes: usize) -> Next<'_> {
     }
     let header = &data[8..8 + header_len];
     let header = if serialize == JSON {
-        decode_json(header)
+        // the usual header in one pass; anything else (and every error) through serde_json's Value
+        crate::json_header::decode(header).map_or_else(|| decode_json(header), Ok)
     } else {
         decode_binary(header)
     };

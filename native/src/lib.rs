@@ -16,6 +16,7 @@ pub mod grpc_stream;
 pub mod grpc_tls;
 pub mod index;
 pub mod javahash;
+pub mod json_header;
 pub mod message;
 pub mod msgid;
 pub mod props;

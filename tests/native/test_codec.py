@@ -80,3 +80,38 @@ def test_lenient_json_headers_decode_as_the_reference(header, ext):
 def test_random_bytes_give_the_reference_commands_or_its_error(data):
     got, want = _decode(FrameDecoder, data), _decode(ref.FrameDecoder, data)
     assert got[0] == want[0] and (got[1] is None) == (want[1] is None), (got, want)
+
+
+# the headers clients send (flat: strings, int32s, nulls; extFields of strings), which the native decoder
+# reads in one pass without serde_json's Value tree (native/src/json_header.rs): the reference's command exactly
+INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
+flat_headers = st.fixed_dictionaries(
+    {"code": INT32},
+    optional={"language": st.one_of(st.sampled_from([lang.name for lang in LanguageCode]), TEXT, st.none()),
+              "version": st.one_of(INT32, st.none()), "opaque": INT32, "flag": INT32,
+              "remark": st.one_of(TEXT, st.none()), "serializeTypeCurrentRPC": st.just("JSON"),
+              "extFields": st.one_of(st.none(), st.dictionaries(TEXT, st.one_of(TEXT, st.none()), max_size=6)),
+              "unknown": st.one_of(TEXT, INT32, st.none())})
+
+
+def _frame(raw: bytes) -> bytes:
+    return (4 + len(raw)).to_bytes(4, "big") + len(raw).to_bytes(4, "big") + raw
+
+
+@SETTINGS
+@given(flat_headers, st.booleans(), st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :\t")]))
+def test_flat_json_headers_decode_exactly_as_the_reference(header, ascii_only, separators):
+    raw = json.dumps(header, ensure_ascii=ascii_only, separators=separators).encode()
+    got, want = _decode(FrameDecoder, _frame(raw)), _decode(ref.FrameDecoder, _frame(raw))
+    assert got == want and got[1] is None
+    (cmd,) = got[0]
+    assert list(cmd.ext_fields) == sorted(cmd.ext_fields)     # the order the native decoder always gave
+
+
+@SETTINGS
+@given(st.lists(st.tuples(TEXT, st.one_of(TEXT, st.none())), max_size=6))
+def test_repeated_ext_field_names_keep_the_last_value_as_the_reference_does(pairs):
+    ext = ",".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in pairs)
+    raw = f'{{"code":1,"extFields":{{{ext}}},"opaque":5}}'.encode()
+    got, want = _decode(FrameDecoder, _frame(raw)), _decode(ref.FrameDecoder, _frame(raw))
+    assert got == want and got[1] is None

@@ -79,3 +79,14 @@ def test_missing_and_empty_fields():
 def test_repr_does_not_dump_the_body():
     text = repr(RemotingCommand(code=1, body=b"x" * 100000))
     assert "100000 bytes" in text and len(text) < 300
+
+
+def test_answer_is_the_response_create_response_makes_from_the_same_strings():
+    from rocketq.remoting.codec import encode
+    request = RemotingCommand.create_request(310, {"b": "T"}, b"x", serialize_type=SerializeType.ROCKETMQ)
+    request.opaque = 77
+    fields = {"msgId": "7F000001000027BD0000000000000000", "queueId": "3", "queueOffset": "12"}
+    made = RemotingCommand.create_response(request, ResponseCode.SUCCESS, None, dict(fields))
+    answered = RemotingCommand.answer(request, ResponseCode.SUCCESS, None, fields)
+    assert answered == made and encode(answered) == encode(made)
+    assert answered.ext_fields is fields and type(answered.code) is int

@@ -1,6 +1,6 @@
 """One rocketq row of ``rocketq bench compare`` alone: batched produce, or 64 producers under SYNC_FLUSH.
 
-``python -m rocketq.bench.batch_cpu [--size 128] [--runs 2] [--sync] [--no-preamble] [--threads]``
+``python -m rocketq.bench.batch_cpu [--size 128] [--runs 2] [--sync | --one] [--no-preamble] [--threads]``
 
 What ``bench compare`` does for rocketq's batched-produce ("fast") row and nothing else: ``rocketq
 serve`` in a temporary directory, started and driven by compare's own
@@ -12,6 +12,11 @@ read around the row and scaled to a million messages, as compare's sampler reads
 ``--sync`` runs the sync-durability row instead (SYNC_FLUSH, 64 producers, one message per send,
 20,000 messages): msgs/s, p99, how many sends shared one fsync, the mean fsync time and the share
 of the row spent in fsyncs (the broker's group-commit metrics, read before and after).
+
+``--one`` runs the one-message-per-round-trip row instead (compare's "one": ``Plan.one_n`` sends, each
+awaited before the next, after compare's warm-up): msgs/s as compare counts it, p50 / p99, and the
+broker's CPU per send in microseconds (``cpu_us_per_send``: the socket syscalls, the loop and the
+handler together - what a request costs the broker over a real connection).
 
 The tool runs against another checkout too (``PYTHONPATH=<tree>/src python <this file>``): it uses
 only compare's classes and the broker's metrics.  ``--threads`` adds the CPU each of the broker's
@@ -92,14 +97,17 @@ def group_commit_syncs(pid: int) -> tuple[float, float] | None:
     return None
 
 
-def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: float, plan: Plan) -> dict:
+def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: float, plan: Plan,
+            one: bool = False) -> dict:
     body = b"m" * size
     with tempfile.TemporaryDirectory() as tmp:
         system = Rocketq(Path(tmp), sync=sync)
         system.start()
         try:
             print(f"serve pid {system.pid}", file=sys.stderr, flush=True)
-            if preamble and not sync:
+            if one:
+                _run(system.produce_one(WARMUP_SENDS, body))
+            elif preamble and not sync:
                 _run(system.produce_one(WARMUP_SENDS, body))
                 _run(system.produce_one(plan.one_n, body))
             if hold_s:
@@ -110,15 +118,19 @@ def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: flo
             load0 = os.getloadavg()[0]
             with _Sampler(system.pid) as sampler:
                 t0 = time.perf_counter()
-                if sync:
-                    lat = _run(system.produce_sync(plan.sync_n, body))
+                if sync or one:
+                    lat = _run(system.produce_sync(plan.sync_n, body) if sync else system.produce_one(plan.one_n, body))
                     n = len(lat)
                 else:
                     n, _secs = _run(system.produce_fast(plan.fast_n, body))
                 secs = time.perf_counter() - t0
-            row = {"size": size, "row": "sync64" if sync else "fast", "msgs": n, "msgs_per_s": round(n / secs),
+            row = {"size": size, "row": "sync64" if sync else "one" if one else "fast", "msgs": n,
+                   "msgs_per_s": round(n / sum(lat)) if one else round(n / secs),
                    "cpu_s_per_M": round(sampler.cpu_s * 1e6 / n, 2), "load_before": round(load0, 2),
                    "load_after": round(os.getloadavg()[0], 2)}
+            if one:
+                row["p50_ms"], row["p99_ms"] = round(_pct(lat, 0.5), 3), round(_pct(lat, 0.99), 3)
+                row["cpu_us_per_send"] = round(sampler.cpu_s * 1e6 / n, 1)
             if sync:
                 row["p99_ms"] = round(_pct(lat, 0.99), 2)
                 syncs1 = group_commit_syncs(system.pid)
@@ -140,18 +152,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--size", type=int, action="append", help="body bytes (repeatable) [default: 128 and 1024]")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--sync", action="store_true", help="the SYNC_FLUSH x64 row instead of batched produce")
+    ap.add_argument("--one", action="store_true", help="the one-message-per-round-trip row instead")
     ap.add_argument("--no-preamble", action="store_true", help="skip the one-at-a-time sends before the row")
     ap.add_argument("--threads", action="store_true", help="CPU per broker thread")
     ap.add_argument("--hold", type=float, default=0.0, help="seconds to wait before the row (attach a profiler)")
     ap.add_argument("--messages", type=int, help="messages in the row [default: compare's]")
     args = ap.parse_args(argv)
     plan = Plan()
+    if args.sync and args.one:
+        ap.error("--sync and --one are two different rows: pick one")
     if args.messages:
-        plan = Plan(fast_n=args.messages, sync_n=args.messages)
+        plan = Plan(fast_n=args.messages, sync_n=args.messages, one_n=args.messages)
     for _ in range(args.runs):
         for size in args.size or (128, 1024):
             print(json.dumps(one_run(size, sync=args.sync, preamble=not args.no_preamble, threads=args.threads,
-                                     hold_s=args.hold, plan=plan)), flush=True)
+                                     hold_s=args.hold, plan=plan, one=args.one)), flush=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ is fed through the frame decoder and the broker's request entry point N times pe
 socket in between, so what is timed is the Python work per request (header decoding, the send
 handler, the store's put, the counters of :mod:`rocketq.broker.stats`, and the dispatch to the consume
 queue and index, which runs on the same loop every ``YIELD_EVERY`` requests).  Prints the best and the
-median round in microseconds per request.  It uses only what existed before the metrics did, so
+median round in microseconds per request, of wall-clock time and of the process's CPU time (all its
+threads: the steadier figure on a shared machine), with the load average before the rounds.  It uses only what existed before the metrics did, so
 the same script times an older checkout (``PYTHONPATH=<old>/src``): that is how the metrics'
 counting cost was measured (BENCHMARKS.md, "Metrics").
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -51,10 +53,11 @@ def _frame(topic: str, body: bytes) -> bytes:
     return encode(cmd)
 
 
-async def _round(broker: Broker, frame: bytes, count: int) -> float:
+async def _round(broker: Broker, frame: bytes, count: int) -> tuple[float, float]:
+    """(wall-clock, process CPU) microseconds per request over *count* requests."""
     conn, decoder = _Conn(), FrameDecoder()
     handle = broker._handle
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     for i in range(count):
         if i % YIELD_EVERY == 0:
             await asyncio.sleep(0)      # the dispatcher drains on this loop: its share is in the figure too
@@ -62,7 +65,7 @@ async def _round(broker: Broker, frame: bytes, count: int) -> float:
         response = await handle(conn, decoder.next_command())
         if response.code != 0:
             raise RuntimeError(f"send refused: {response.code} {response.remark}")
-    return (time.perf_counter() - started) / count * 1e6
+    return (time.perf_counter() - started) / count * 1e6, (time.process_time() - cpu_started) / count * 1e6
 
 
 async def measure(messages: int, rounds: int, body_bytes: int) -> dict:
@@ -70,14 +73,18 @@ async def measure(messages: int, rounds: int, body_bytes: int) -> dict:
         cfg = StoreConfig(store_path=Path(tmp), commitlog_file_size=256 << 20, consume_queue_entries=300_000,
                           index_slots=100_003, index_max_entries=400_000)
         broker = await Broker(BrokerSettings(port=0), cfg).start()
+        load = os.getloadavg()[0]
         try:
             frame = _frame("BenchTopic", b"x" * body_bytes)
             await _round(broker, frame, 1000)                     # warm-up: topic creation, caches
             per_request = [await _round(broker, frame, messages) for _ in range(rounds)]
         finally:
             await broker.close()
+    wall, cpu = [w for w, _ in per_request], [c for _, c in per_request]
     return {"messages_per_round": messages, "rounds": rounds, "body_bytes": body_bytes,
-            "best_us": round(min(per_request), 2), "median_us": round(statistics.median(per_request), 2)}
+            "best_us": round(min(wall), 2), "median_us": round(statistics.median(wall), 2),
+            "best_cpu_us": round(min(cpu), 2), "median_cpu_us": round(statistics.median(cpu), 2),
+            "load_before": round(load, 2)}
 
 
 def main() -> None:

@@ -148,8 +148,8 @@ async def send_batch(broker, conn, cmd: RemotingCommand) -> RemotingCommand:
         queue_id, queue_offset = first.queue_id, first.queue_offset
     else:       # staged from the wire: every record is for queue qid (rs[0] would build two lists per batch)
         queue_id, queue_offset = qid, msgs.queue_offset(0)
-    return RemotingCommand.create_response(cmd, code, None, {
-        "msgId": rs.joined_msg_ids(), "queueId": queue_id, "queueOffset": queue_offset})
+    return RemotingCommand.answer(cmd, code, None, {
+        "msgId": rs.joined_msg_ids(), "queueId": str(queue_id), "queueOffset": str(queue_offset)})
 
 
 def stage_batch(store, body: bytes, header: dict):

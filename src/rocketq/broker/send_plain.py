@@ -72,7 +72,7 @@ async def send_plain(broker, conn, cmd: RemotingCommand, fields: tuple,
     if r.ok:
         code = await broker.replication.replicated(r.physical_offset + r.wrote_bytes) or code
     # the general path's answer: transactionId is the message's UNIQ_KEY (see send_handlers.send_routed)
-    header = {"msgId": r.msg_id, "queueId": qid, "queueOffset": r.queue_offset}
+    header = {"msgId": r.msg_id, "queueId": str(qid), "queueOffset": str(r.queue_offset)}
     if uniq_key is not None:
         header["transactionId"] = uniq_key
-    return RemotingCommand.create_response(cmd, code, None if r.ok else str(r.status), header)
+    return RemotingCommand.answer(cmd, code, None if r.ok else str(r.status), header)

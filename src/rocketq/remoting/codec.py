@@ -100,6 +100,7 @@ class FrameDecoder:
         self._base = 0             # stream offset of _buf[0]
         self._eof = False
         self._ready: deque[tuple] = deque()
+        self._scanned = False      # no bytes came since the buffer was last split into frames
         self._bad: RemoteProtocolError | None = None    # found after the frames in _ready
         self._error: RemoteProtocolError | None = None
 
@@ -114,6 +115,7 @@ class FrameDecoder:
             return
         if self._eof:
             raise RuntimeError("received data after end of stream")
+        self._scanned = False
         if self._pos == len(self._buf):
             self._base += self._pos
             self._pos = 0
@@ -127,8 +129,8 @@ class FrameDecoder:
     def next_command(self) -> RemotingCommand | None:
         if self._error is not None:
             raise self._error
-        if not self._ready and self._bad is None:
-            self._decode()
+        if not self._ready and self._bad is None and not self._scanned:
+            self._decode()              # once per arrival: what is left after it is a partial frame
         if self._ready:
             return _command(self._ready.popleft())
         if self._bad is not None:
@@ -146,6 +148,7 @@ class FrameDecoder:
         frames, pos, error = _native.decode_frames(self._buf, self._pos, self._base + self._pos, self.max_frame_bytes)
         self._ready.extend(frames)
         self._pos = pos
+        self._scanned = True
         if error is not None:
             offset, reason, part = error
             self._bad = RemoteProtocolError(reason, f"frame at stream offset {offset}" + (f", {part}" if part else ""))

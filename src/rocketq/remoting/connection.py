@@ -329,7 +329,12 @@ class RemotingConnection(asyncio.Protocol):
             response = await self._call_handler(cmd)
             if response is not None and not cmd.is_oneway:
                 response.opaque = cmd.opaque
-                await self._send_handler_response(cmd, response)
+                if self._write_paused or self._closing:
+                    await self._send_handler_response(cmd, response)
+                else:                         # the usual case without three coroutines: write, then
+                    self._answer_now(cmd, response)      # wait only if that filled the buffer
+                    if self._write_paused:
+                        await self._wait_drained()
         except RemotingConnectionClosedError:
             log.debug("connection %s closed before the answer to opaque %d was written", self.peer, cmd.opaque)
         finally:
@@ -346,6 +351,17 @@ class RemotingConnection(asyncio.Protocol):
         except Exception as exc:   # a handler bug must not kill the connection; Java answers SYSTEM_ERROR too
             log.exception("handler failed on request code %d from %s", cmd.code, self.peer)
             return error_response(cmd, f"{type(exc).__name__}: {exc}")
+
+    def _answer_now(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
+        """``_send_handler_response`` on an open connection whose writing is not paused."""
+        response.flag |= FLAG_RESPONSE
+        try:
+            self._write_frame(response)
+        except LocalProtocolError as exc:
+            log.error("cannot encode the answer to request code %d from %s: %s", cmd.code, self.peer, exc)
+            error = error_response(cmd, f"response not encodable: {exc.what}")
+            error.flag |= FLAG_RESPONSE
+            self._write_frame(error)
 
     async def _send_handler_response(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
         try:

@@ -1,0 +1,28 @@
+"""The two per-send cost tools against a real broker: ``batch_cpu --one`` (a ``rocketq serve`` and compare's
+one-at-a-time sends, the broker's CPU per send) and ``send_handler_bench`` (frames through a broker in process)."""
+
+import asyncio
+import json
+
+import pytest
+
+from rocketq.bench import batch_cpu, send_handler_bench
+
+
+def test_batch_cpu_one_row_reports_the_broker_cpu_per_send(capsys):
+    batch_cpu.main(["--one", "--size", "128", "--messages", "200"])
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["row"] == "one" and row["msgs"] == 200 and row["msgs_per_s"] > 0
+    assert 0 < row["p50_ms"] <= row["p99_ms"] and row["cpu_us_per_send"] > 0
+
+
+def test_batch_cpu_refuses_two_rows_at_once(capsys):
+    with pytest.raises(SystemExit) as exc:
+        batch_cpu.main(["--one", "--sync"])
+    assert exc.value.code == 2 and "pick one" in capsys.readouterr().err
+
+
+def test_send_handler_bench_reports_wall_and_cpu_per_request():
+    result = asyncio.run(send_handler_bench.measure(300, 2, 128))
+    assert result["rounds"] == 2 and result["body_bytes"] == 128
+    assert 0 < result["best_us"] <= result["median_us"] and 0 <= result["best_cpu_us"] <= result["median_cpu_us"]
