@@ -329,10 +329,10 @@ class RemotingConnection(asyncio.Protocol):
             response = await self._call_handler(cmd)
             if response is not None and not cmd.is_oneway:
                 response.opaque = cmd.opaque
-                if self._write_paused or self._closing:
-                    await self._send_handler_response(cmd, response)
-                else:                         # the usual case without three coroutines: write, then
-                    self._answer_now(cmd, response)      # wait only if that filled the buffer
+                if self._closing:
+                    log.debug("dropping response opaque %d to closed connection %s", response.opaque, self.peer)
+                else:                         # written at once; waits only while the buffer is full
+                    self._answer(cmd, response)
                     if self._write_paused:
                         await self._wait_drained()
         except RemotingConnectionClosedError:
@@ -352,8 +352,8 @@ class RemotingConnection(asyncio.Protocol):
             log.exception("handler failed on request code %d from %s", cmd.code, self.peer)
             return error_response(cmd, f"{type(exc).__name__}: {exc}")
 
-    def _answer_now(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
-        """``_send_handler_response`` on an open connection whose writing is not paused."""
+    def _answer(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
+        """Write a handler's answer to *cmd*; one that cannot be encoded becomes an error answer."""
         response.flag |= FLAG_RESPONSE
         try:
             self._write_frame(response)
@@ -362,13 +362,6 @@ class RemotingConnection(asyncio.Protocol):
             error = error_response(cmd, f"response not encodable: {exc.what}")
             error.flag |= FLAG_RESPONSE
             self._write_frame(error)
-
-    async def _send_handler_response(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
-        try:
-            await self.send_response(response)
-        except LocalProtocolError as exc:
-            log.error("cannot encode the answer to request code %d from %s: %s", cmd.code, self.peer, exc)
-            await self.send_response(error_response(cmd, f"response not encodable: {exc.what}"))
 
     # -- sending ----------------------------------------------------------------------------
 
