@@ -399,6 +399,33 @@ pub fn dispatch_scan(
     })
 }
 
+/// Copies consume-queue `units` into `dest` (a queue segment's mapping) at `pos`.  A long run is
+/// copied with the GIL released: the pages of a fresh queue segment fault in as they are first
+/// written (the kernel zero-fills them, and reads ahead around each fault), which is most of the
+/// copy's time, and the writer appends meanwhile.  The caller (the dispatcher, the only writer of
+/// a queue) advances the segment's write position afterwards, so readers never see a partial unit.
+#[pyfunction]
+pub fn cq_write(
+    py: Python<'_>,
+    dest: &Bound<'_, PyAny>,
+    pos: usize,
+    units: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let src = Bytes::readable(units)?;
+    let out = Bytes::writable(dest)?;
+    let target = out.range(pos, pos.saturating_add(src.len()), "cq_write")?;
+    let from = src.raw();
+    // SAFETY: both exports are held for the call; the range was checked against the destination, and
+    // the dispatcher is the only writer of a queue's bytes past its write position.
+    let copy = || unsafe { target.slice_mut().copy_from_slice(from.slice()) };
+    if src.len() >= crate::batch::DETACH_FROM_BYTES {
+        py.detach(copy)
+    } else {
+        copy()
+    }
+    Ok(())
+}
+
 /// The walk of [`dispatch_scan`] over `data[start..end]` (pure Rust: the fuzz targets call it).
 pub fn walk(
     data: &[u8],

@@ -18,6 +18,34 @@ pub const HEADER: usize = 40;
 const SLOT: usize = 4;
 const ENTRY: usize = 20;
 const MAX_TIME_DIFF_S: i64 = i32::MAX as i64;
+/// Entries ahead whose slot is prefetched: the slot table (20 MB by default) is read at random, one
+/// cache miss per entry unless the load starts early; 8 entries of work covers a miss.
+const PREFETCH_AHEAD: usize = 8;
+/// From this many entries a put runs with the GIL released (the writer appends meanwhile); fewer
+/// take less time than handing the GIL over and back.
+const DETACH_FROM_ENTRIES: usize = 2048;
+
+#[inline]
+fn slot_pos(hash: i32, slot_count: usize) -> usize {
+    HEADER + (hash as i64).rem_euclid(slot_count as i64) as usize * SLOT
+}
+
+/// Starts loading the cache line of `mm[pos]` (a hint: no fault, no effect on the result).
+#[inline]
+fn prefetch(mm: &[u8], pos: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = mm.get(pos) {
+        // SAFETY: a prefetch of a valid address only warms the cache.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch(
+                b as *const u8 as *const i8,
+                core::arch::x86_64::_MM_HINT_T0,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (mm, pos);
+}
 
 /// Puts as many of `entries` as fit; returns how many.
 pub fn put(mm: &mut [u8], slot_count: usize, max_entries: usize, entries: &[IndexEntry]) -> usize {
@@ -29,15 +57,18 @@ pub fn put(mm: &mut [u8], slot_count: usize, max_entries: usize, entries: &[Inde
     let mut count = be_i32(mm, 36).max(1) as usize;
     let entries_pos = HEADER + slot_count * SLOT;
     let mut done = 0;
-    for e in entries {
+    for (i, e) in entries.iter().enumerate() {
         if count >= max_entries {
             break;
+        }
+        if let Some(ahead) = entries.get(i + PREFETCH_AHEAD) {
+            prefetch(mm, slot_pos(ahead.hash, slot_count));
         }
         if count == 1 {
             begin_ts = e.store_ts;
             begin_phy = e.phys;
         }
-        let slot_pos = HEADER + (e.hash as i64).rem_euclid(slot_count as i64) as usize * SLOT;
+        let slot_pos = slot_pos(e.hash, slot_count);
         let mut old = be_i32(mm, slot_pos);
         if old <= 0 || old as usize > count {
             old = 0; // outside the written entries: RocketMQ treats it as empty
@@ -84,8 +115,11 @@ fn checked<'a>(file: &'a Bytes, slot_count: usize, max_entries: usize) -> PyResu
 }
 
 /// Puts the run's index entries from `start` into the file mapped by `file`; returns how many fit.
+/// A long run is put with the GIL released (the caller's lock keeps other writers out; the export
+/// keeps the mapping alive).
 #[pyfunction]
 pub fn index_put_run(
+    py: Python<'_>,
     file: &Bound<'_, PyAny>,
     slot_count: usize,
     max_entries: usize,
@@ -95,7 +129,11 @@ pub fn index_put_run(
     let buf = Bytes::writable(file)?;
     let mm = checked(&buf, slot_count, max_entries)?;
     let entries = run.index.get(start..).unwrap_or(&[]);
-    Ok(put(mm, slot_count, max_entries, entries))
+    Ok(if entries.len() >= DETACH_FROM_ENTRIES {
+        py.detach(|| put(mm, slot_count, max_entries, entries))
+    } else {
+        put(mm, slot_count, max_entries, entries)
+    })
 }
 
 /// Puts `(hash, commitlog offset, store time)` entries; returns how many fit.

@@ -72,6 +72,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index_hash, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
     m.add_function(wrap_pyfunction!(dispatch::dispatch_scan, m)?)?;
+    m.add_function(wrap_pyfunction!(dispatch::cq_write, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_put_run, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_put, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_segment, m)?)?;

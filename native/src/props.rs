@@ -19,14 +19,28 @@ pub struct Known<'a> {
 
 /// Calls `f(name, value)` for each pair; items without a name/value separator, or with an
 /// empty name, are skipped as `decode_properties` skips them.
+///
+/// One pass over the bytes, one compare for most of them (both separators are below 3).  Measured
+/// against `memchr2`: on the ~35-byte strings of a record with tags and a key, the SIMD search's
+/// per-call setup made the dispatch walk ~1.6x slower; the scalar loop is what dispatch wants.
 #[inline]
 pub fn for_each<'a>(props: &'a [u8], mut f: impl FnMut(&'a [u8], &'a [u8])) {
-    for item in props.split(|&b| b == PROPERTY) {
-        if let Some(cut) = item.iter().position(|&b| b == NAME_VALUE) {
-            if cut > 0 {
-                f(&item[..cut], &item[cut + 1..]);
-            }
+    let (mut start, mut cut) = (0usize, None);
+    for (i, &b) in props.iter().enumerate() {
+        if b > PROPERTY {
+            continue;
         }
+        if b == PROPERTY {
+            if let Some(c) = cut.filter(|&c| c > start) {
+                f(&props[start..c], &props[c + 1..i]);
+            }
+            (start, cut) = (i + 1, None);
+        } else if b == NAME_VALUE && cut.is_none() {
+            cut = Some(i); // the first separator of the item; later ones belong to the value
+        }
+    }
+    if let Some(c) = cut.filter(|&c| c > start) {
+        f(&props[start..c], &props[c + 1..]);
     }
 }
 
@@ -103,6 +117,30 @@ mod tests {
             key_words(b" a  b ").collect::<Vec<_>>(),
             vec![&b"a"[..], &b"b"[..]]
         );
+        for p in [
+            &b""[..],
+            b"\x02\x02",
+            b"a\x01",
+            b"\x01b\x02c\x01d",
+            b"a\x01b\x01c\x02\x02x\x01\x02",
+        ] {
+            let mut got = Vec::new();
+            for_each(p, |n, v| got.push((n, v)));
+            let mut want = Vec::new();
+            for item in p.split(|&b| b == PROPERTY) {
+                if let Some(cut) = item
+                    .iter()
+                    .position(|&b| b == NAME_VALUE)
+                    .filter(|&c| c > 0)
+                {
+                    want.push((&item[..cut], &item[cut + 1..]));
+                }
+            }
+            assert_eq!(got, want);
+        }
+        assert_eq!(key_words(b"").count(), 0);
+        assert_eq!(key_words(b"   ").count(), 0);
+        assert_eq!(key_words(b"k").collect::<Vec<_>>(), vec![&b"k"[..]]);
         assert_eq!(parse_level(b"3"), 3);
         assert_eq!(parse_level(b"x"), 0);
     }

@@ -130,6 +130,10 @@ def dispatch_scan(segment, start: int, end: int, *, base_offset: int, delay_leve
     ``hashCode(TAGS)``, or in ``SCHEDULE_TOPIC_XXXX`` the delivery time) and index entries (every KEYS
     word and the UNIQ_KEY as ``topic#key``; not for rolled-back records)."""
 
+def cq_write(dest, pos: int, units) -> None:
+    """Copy consume-queue *units* into the writable buffer *dest* at *pos* (ValueError when they do not
+    fit); the GIL is released for long runs (a fresh segment's page faults)."""
+
 def index_put(file, slot_count: int, max_entries: int, entries: list[tuple[int, int, int]]) -> int:
     """Put ``(hash, commitlog offset, store time)`` entries into the mapped index *file* as RocketMQ's
     ``putKey`` would, one after the other; returns how many fit."""

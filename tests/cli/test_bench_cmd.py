@@ -48,3 +48,20 @@ def test_bench_store_quick_smoke(invoke, tmp_path):
     assert "crash recovery" in res.stderr and "machine" in res.stderr
     assert "| scenario |" in (tmp_path / "b.md").read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["b.md"]           # every temporary store removed
+
+
+def test_an_unknown_step_is_refused_by_name(tmp_path):
+    from rocketq.bench.store_bench import run_store_bench
+    with pytest.raises(ValueError, match="no such store benchmark step: nope"):
+        run_store_bench(only=["batch", "nope"], directory=tmp_path)
+
+
+@pytest.mark.slow
+def test_bench_store_only_the_batch_step_with_its_cpu_split(invoke, tmp_path):
+    res = invoke("bench", "store", "--quick", "--runs", "1", "--only", "batch", "--dir", tmp_path, "--json")
+    assert res.exit_code == 0, res.output
+    scenarios = {s["key"]: s for s in json.loads(res.stdout)["scenarios"]}
+    assert set(scenarios) == {"append", "dispatch_lag", "read"}
+    detail = scenarios["append"]["runs"][0]["detail"]
+    assert set(detail["cpu_s"]) == {"writer", "dispatch", "other"} and detail["cpu_s"]["writer"] > 0
+    assert detail["writer_alone_msgs_per_s"] > scenarios["append"]["median"]     # the writer alone is faster

@@ -72,6 +72,24 @@ def test_dispatch_scan_equals_the_reference(recs, base, store_ip, blank):
         assert phy_end == last[0] + last[1]
 
 
+# properties as a producer may send them: stray separators, empty names and values, repeated names,
+# multi-byte text, several spaces between keys (the split on separators is memchr2-based natively)
+PROPS_TEXT = st.lists(st.sampled_from(["\x01", "\x02", "TAGS", "KEYS", "UNIQ_KEY", "DELAY", " ", "k", "é", "\U0001F600",
+                                       "3"]), max_size=24).map("".join)
+
+
+@SETTINGS
+@given(texts=st.lists(PROPS_TEXT, min_size=1, max_size=12), topic=st.sampled_from(["T", "SCHEDULE_TOPIC_XXXX"]))
+def test_dispatch_scan_reads_any_properties_string_as_the_reference(texts, topic):
+    recs = [Rec(topic, 1, 0, 0, 5, bytes([10, 0, 0, 1]), 7, 0, 0, b"b", t.encode()) for t in texts]
+    log = _log(recs, base=4096, store_ip=bytes(4), blank=0)
+    run = _native.dispatch_scan(log, 0, len(log), base_offset=4096, delay_levels_ms=DELAYS)
+    units, index, end, _ = dispatch(log, 4096, 0, len(log), DELAYS)
+    assert run.error is None and run.end == end == len(log)
+    assert _native_units(run) == units
+    assert run.index_list() == index
+
+
 @SETTINGS
 @given(recs=st.lists(records(), min_size=1, max_size=25), cut=st.data())
 def test_dispatch_scan_stops_at_bytes_that_are_no_record(recs, cut):

@@ -68,14 +68,19 @@ QUICK = BenchSizes(batch_messages=50_000, single_messages=20_000, big_messages=5
 
 
 def run_store_bench(*, runs: int = 3, quick: bool = False, directory: Path | None = None,
-                    progress: Progress | None = None) -> BenchReport:
+                    progress: Progress | None = None, only: list[str] | None = None) -> BenchReport:
+    """Run every step (or the steps named in *only*, see :data:`STEPS`) *runs* times."""
     if runs < 1:
         raise ValueError("runs must be at least 1")
+    unknown = sorted(set(only or ()) - set(STEPS))
+    if unknown:
+        raise ValueError(f"no such store benchmark step: {', '.join(unknown)} (steps: {', '.join(STEPS)})")
     sizes = QUICK if quick else FULL
     base = Path(directory) if directory is not None else Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
-    scenarios = {s.key: s for s in _scenarios(sizes)}
-    steps = _steps(sizes)
+    chosen = [name for name in STEPS if not only or name in only]
+    steps = [step for name, step in zip(STEPS, _steps(sizes)) if name in chosen]
+    scenarios = {s.key: s for s in _scenarios(sizes) if STEP_OF[s.key] in chosen}
     total, done = runs * len(steps), 0
     root = Path(tempfile.mkdtemp(prefix="rocketq-bench-", dir=base))
     try:
@@ -94,6 +99,12 @@ def run_store_bench(*, runs: int = 3, quick: bool = False, directory: Path | Non
                        list(scenarios.values()))
 
 
+# the steps in the order they run, and which step measures each scenario (``--only`` picks steps)
+STEPS = ("batch", "single", "big", "sync", "recovery")
+STEP_OF = {"append": "batch", "dispatch_lag": "batch", "read": "batch", "single": "single", "big": "big",
+           "sync_threads": "sync", "sync_asyncio": "sync", "recovery": "recovery"}
+
+
 def _steps(sizes: BenchSizes) -> list[tuple[str, Callable[[Path], dict[str, Measurement]]]]:
     return [
         (f"batch append + read back, {sizes.batch_messages:,} msgs", lambda r: append_and_read(r, sizes.batch_messages)),
@@ -110,7 +121,7 @@ def _scenarios(sizes: BenchSizes) -> list[Scenario]:
     mib = sizes.recovery_log_bytes // MIB
     return [
         Scenario("append", f"batch append x{BATCH_MESSAGES}, until dispatched ({sizes.batch_messages:,} msgs)",
-                 "msgs/s", 1_000_000),
+                 "msgs/s", 1_500_000),
         Scenario("dispatch_lag", "dispatch lag after the last append", "s"),
         Scenario("single", f"single put_message, until dispatched ({sizes.single_messages:,} msgs)", "msgs/s",
                  300_000),
@@ -137,7 +148,9 @@ def _settings(sizes: BenchSizes, runs: int, quick: bool) -> dict:
 def _notes(sizes: BenchSizes) -> list[str]:
     return [
         "batch append: the clock stops when wait_dispatched() returns, so consume queues and index are included; "
-        "the dispatch lag is the time from the last append returning to wait_dispatched() returning.",
+        "the dispatch lag is the time from the last append returning to wait_dispatched() returning. Beside it, "
+        "the CPU seconds of the writer (the calling thread), the dispatch thread and the store's other threads "
+        "over the same interval; n / writer CPU and n / dispatch CPU are in the JSON as *_alone_msgs_per_s.",
         "single put: one put_message call per message, also timed until dispatched.",
         "read back: get_messages(topic, 0, offset, 32) over the messages written by the batch-append scenario "
         "of the same run, reading .body (summing its length) and .queue_offset of each.",
@@ -208,16 +221,43 @@ def append_and_read(root: Path, n: int) -> dict[str, Measurement]:
     """Batch append until dispatched, the dispatch lag, then read everything back (same store)."""
     groups = batches(n)
     with fresh_store(root) as store:
+        cpu0 = _thread_cpu_s()
         t0 = time.perf_counter()
         t_last = _put_batches(store, groups)
         t_done = _wait_dispatched(store)
+        cpu = _cpu_split(cpu0, _thread_cpu_s())
         del groups
         read_rate = _read_back(store, n)
     lag = t_done - t_last
-    append = Measurement(n / (t_done - t0), f"dispatch lag {lag:.3f} s",
-                         {"messages": n, "seconds": t_done - t0, "dispatch_lag_s": lag})
+    split = ", ".join(f"{name} {s:.2f}" for name, s in cpu.items())
+    append = Measurement(n / (t_done - t0), f"dispatch lag {lag:.3f} s; CPU s: {split}",
+                         {"messages": n, "seconds": t_done - t0, "dispatch_lag_s": lag, "append_s": t_last - t0,
+                          "cpu_s": cpu, **{f"{name}_alone_msgs_per_s": n / s for name, s in cpu.items()
+                                           if name in ("writer", "dispatch") and s > 0}})
     return {"append": append, "dispatch_lag": Measurement(lag, detail={"append_s": t_last - t0}),
             "read": Measurement(read_rate, detail={"messages": n})}
+
+
+def _thread_cpu_s() -> dict[str, float]:
+    """CPU seconds (user + system) each live thread of this process has used, by thread name;
+    empty where per-thread CPU clocks are not available."""
+    out: dict[str, float] = {}
+    for t in threading.enumerate():
+        try:
+            clock = time.pthread_getcpuclockid(t.ident)
+            out[t.name] = out.get(t.name, 0.0) + time.clock_gettime(clock)
+        except (AttributeError, OSError, TypeError):      # not Linux/BSD, or the thread just ended
+            continue
+    return out
+
+
+def _cpu_split(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU used between two :func:`_thread_cpu_s` readings: the writer (this thread), the dispatch
+    thread, and the store's other threads together (allocation, flush, commit, ...)."""
+    used = {name: s - before.get(name, 0.0) for name, s in after.items()}
+    writer = used.pop(threading.current_thread().name, 0.0)
+    dispatch = used.pop("rocketq-dispatch", 0.0)
+    return {"writer": writer, "dispatch": dispatch, "other": sum(used.values())}
 
 
 def _read_back(store: MessageStore, n: int) -> float:

@@ -36,9 +36,11 @@ def bench() -> None:
                    "(the table then goes to stderr).")
 @click.option("--out", "markdown_out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write the results as markdown to this file.")
+@click.option("--only", multiple=True, type=click.Choice(["batch", "single", "big", "sync", "recovery"]),
+              help="Run only this step (repeatable): batch = batch append, dispatch lag and read back.")
 @click.pass_context
 def bench_store(ctx: click.Context, quick: bool, runs: int, directory: Path | None, json_out: str | None,
-                markdown_out: Path | None) -> None:
+                markdown_out: Path | None, only: tuple[str, ...]) -> None:
     """The store benchmark: batch append, single put, 4 KiB bodies, SYNC_FLUSH, read back, crash recovery."""
     from rocketq.bench.report import machine_line, to_markdown
     from rocketq.bench.store_bench import run_store_bench
@@ -49,7 +51,8 @@ def bench_store(ctx: click.Context, quick: bool, runs: int, directory: Path | No
 
     verbose = bool(ctx.find_root().obj and ctx.find_root().obj.get("verbose"))
     with _quiet_store_logs(unless=verbose), bar:
-        report = run_store_bench(runs=runs, quick=quick, directory=directory, progress=progress)
+        report = run_store_bench(runs=runs, quick=quick, directory=directory, progress=progress,
+                                  only=list(only) or None)
     console = err() if json_out == STDOUT else out()
     console.print(_results_table(report))
     console.print(f"[bold]machine[/bold]: {escape(machine_line(report.machine))}")

@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from rocketq import _native
 from rocketq.common.validation import path_component_error
 from rocketq.store.consume_queue_ext import MAX_ADDR as EXT_MAX_ADDR
 from rocketq.store.mapped_file import MappedFile
@@ -86,7 +87,10 @@ class ConsumeQueue:
         while pos < len(data):
             mf = self.files.last_for_append(start)
             n = min(len(data) - pos, mf.remaining)
-            mf.append(data[pos:pos + n])
+            # natively, without the GIL for long runs (a fresh segment's page faults); advanced after
+            # the copy, so a reader never sees a unit half written
+            _native.cq_write(mf.write_target(), mf.wrote, data[pos:pos + n])
+            mf.advance(n)
             pos += n
         self.max_phy_offset = phy_end
 

@@ -6,7 +6,9 @@ The dispatcher reads back what the put path appended: it walks the log from ``di
 to the end of the data and feeds each walked run to the sinks.  The walk is one native call per
 segment run (:func:`rocketq._native.dispatch_scan`): it parses the records and builds the 20-byte
 consume-queue units and the index entries in Rust, with the GIL released, so the writer and the
-dispatcher use both cores.  The same walk serves the live path, recovery's re-dispatch and a
+dispatcher use both cores.  The sinks write long runs without the GIL too (``cq_write``,
+``index_put_run``): a batch writer holds the GIL for every batch it appends, so whatever the dispatcher
+does while holding it - above all the page faults of fresh queue and index pages - stops the writer.  The same walk serves the live path, recovery's re-dispatch and a
 slave's replicated appends: the log is the only input, as in RocketMQ.
 
 The put path only *notifies* (:meth:`Dispatcher.notify_appended`, inside the put lock): how many

@@ -33,7 +33,8 @@ Invariants
   finds entries ``< c`` complete.
 
 Inserts are native (:func:`rocketq._native.index_put_run`): a run of entries per call, each
-linked exactly as one RocketMQ ``putKey`` would link it, the header written once after them.
+linked exactly as one RocketMQ ``putKey`` would link it, the header written once after them; a long
+run is linked with the GIL released (the service's lock keeps other writers and readers out).
 """
 
 from __future__ import annotations
