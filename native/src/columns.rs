@@ -42,6 +42,8 @@ pub mod walk;
 pub use buffer::ColumnBuffer;
 use buffer::{column, Owned};
 
+/// A `string` / `binary` column being filled.  The validity bitmap is only kept from the first null
+/// on (the bits before it are all set then): most columns never hold a null and skip the bit work.
 #[derive(Default)]
 struct Strings {
     validity: Vec<u8>,
@@ -53,7 +55,6 @@ struct Strings {
 impl Strings {
     fn new(capacity: usize) -> Strings {
         let mut s = Strings {
-            validity: Vec::with_capacity(capacity / 8 + 1),
             offsets: Vec::with_capacity(capacity + 1),
             ..Default::default()
         };
@@ -63,17 +64,36 @@ impl Strings {
     /// Appends one value: `Some(fill)` writes its bytes into the data, `None` is a null.
     fn push_with(&mut self, fill: Option<impl FnOnce(&mut Vec<u8>)>) {
         let i = self.offsets.len() - 1;
-        if i % 8 == 0 {
-            self.validity.push(0);
-        }
         match fill {
             Some(fill) => {
                 fill(&mut self.data);
-                self.validity[i / 8] |= 1 << (i % 8);
+                if self.nulls > 0 {
+                    self.mark(i, true);
+                }
             }
-            None => self.nulls += 1,
+            None => {
+                if self.nulls == 0 {
+                    // the first null: the bitmap so far, every value valid
+                    self.validity.clear();
+                    self.validity.resize(i / 8, 0xFF);
+                    if i % 8 != 0 {
+                        self.validity.push((1u8 << (i % 8)) - 1);
+                    }
+                }
+                self.nulls += 1;
+                self.mark(i, false);
+            }
         }
         self.offsets.push(self.data.len() as i32);
+    }
+    /// Value `i`'s bit (the bitmap covers the values before it).
+    fn mark(&mut self, i: usize, valid: bool) {
+        if i % 8 == 0 {
+            self.validity.push(0);
+        }
+        if valid {
+            self.validity[i / 8] |= 1 << (i % 8);
+        }
     }
     fn push(&mut self, value: Option<&[u8]>) {
         self.push_with(value.map(|v| move |data: &mut Vec<u8>| data.extend_from_slice(v)));
