@@ -22,11 +22,12 @@
 //! The store source's row filter (topics, a store-time window) is applied here, before a dropped
 //! record costs any column work; the caller gets how many positions were `consumed` beside the
 //! `rows` kept.
+//!
+//! [`walk::walk_columns`] fuses the segment walk ([`crate::scan::step`]: every check of `scan_segment`)
+//! with the decoding: one pass over the bytes, a chunk of records at a time, so the first batch of
+//! a range is ready after one chunk's work instead of after a walk of the whole range, and no
+//! position arrays are built between the two.
 
-use std::ffi::{c_char, c_int, c_void};
-
-use pyo3::exceptions::PyBufferError;
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -36,99 +37,13 @@ use crate::record::{self, Parsed};
 
 const COMPRESSED: i32 = 0x1;
 
-/// The bytes of one column, owned by Rust and exported read-only to Python (see the module doc).
-#[pyclass(frozen, module = "rocketq._native")]
-pub struct ColumnBuffer {
-    data: Owned,
-}
+mod buffer;
+pub mod walk;
+pub use buffer::ColumnBuffer;
+use buffer::{column, Owned};
 
-/// A column's values as they were filled; fixed-width vectors are already little-endian in memory.
-enum Owned {
-    U8(Vec<u8>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-}
-
-impl Owned {
-    fn i32s(mut v: Vec<i32>) -> Owned {
-        v.iter_mut().for_each(|x| *x = x.to_le()); // a no-op on little-endian machines
-        Owned::I32(v)
-    }
-    fn i64s(mut v: Vec<i64>) -> Owned {
-        v.iter_mut().for_each(|x| *x = x.to_le());
-        Owned::I64(v)
-    }
-    fn as_bytes(&self) -> &[u8] {
-        // SAFETY: plain integers viewed as their bytes: u8 has no alignment and every byte is initialised.
-        unsafe {
-            match self {
-                Owned::U8(v) => v,
-                Owned::I32(v) => std::slice::from_raw_parts(v.as_ptr() as *const u8, v.len() * 4),
-                Owned::I64(v) => std::slice::from_raw_parts(v.as_ptr() as *const u8, v.len() * 8),
-            }
-        }
-    }
-}
-
-/// The buffer protocol's format string for unsigned bytes (never written through).
-static FORMAT_BYTES: &[u8; 2] = b"B\0";
-
-#[pymethods]
-impl ColumnBuffer {
-    fn __len__(&self) -> usize {
-        self.data.as_bytes().len()
-    }
-
-    /// # Safety
-    /// Called by Python with a view to fill; the vector never changes (the class is frozen and has
-    /// no mutating method), so the exported pointer stays valid while the view holds its reference.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyBufferError::new_err("no view to fill"));
-        }
-        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err("a column buffer is read-only"));
-        }
-        let bytes = slf.get().data.as_bytes();
-        let (ptr, len) = (bytes.as_ptr(), bytes.len());
-        // SAFETY: `view` is a valid, writable Py_buffer given by the interpreter.
-        unsafe {
-            (*view).obj = slf.into_any().into_ptr();
-            (*view).buf = ptr as *mut c_void;
-            (*view).len = len as isize;
-            (*view).readonly = 1;
-            (*view).itemsize = 1;
-            (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
-                FORMAT_BYTES.as_ptr() as *mut c_char
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).ndim = 1;
-            (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND {
-                &mut (*view).len
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
-                &mut (*view).itemsize
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).suboffsets = std::ptr::null_mut();
-            (*view).internal = std::ptr::null_mut();
-        }
-        Ok(())
-    }
-}
-
-fn column<'py>(py: Python<'py>, data: Owned) -> PyResult<Bound<'py, ColumnBuffer>> {
-    Bound::new(py, ColumnBuffer { data })
-}
-
+/// A `string` / `binary` column being filled.  The validity bitmap is only kept from the first null
+/// on (the bits before it are all set then): most columns never hold a null and skip the bit work.
 #[derive(Default)]
 struct Strings {
     validity: Vec<u8>,
@@ -140,7 +55,6 @@ struct Strings {
 impl Strings {
     fn new(capacity: usize) -> Strings {
         let mut s = Strings {
-            validity: Vec::with_capacity(capacity / 8 + 1),
             offsets: Vec::with_capacity(capacity + 1),
             ..Default::default()
         };
@@ -150,17 +64,36 @@ impl Strings {
     /// Appends one value: `Some(fill)` writes its bytes into the data, `None` is a null.
     fn push_with(&mut self, fill: Option<impl FnOnce(&mut Vec<u8>)>) {
         let i = self.offsets.len() - 1;
-        if i % 8 == 0 {
-            self.validity.push(0);
-        }
         match fill {
             Some(fill) => {
                 fill(&mut self.data);
-                self.validity[i / 8] |= 1 << (i % 8);
+                if self.nulls > 0 {
+                    self.mark(i, true);
+                }
             }
-            None => self.nulls += 1,
+            None => {
+                if self.nulls == 0 {
+                    // the first null: the bitmap so far, every value valid
+                    self.validity.clear();
+                    self.validity.resize(i / 8, 0xFF);
+                    if i % 8 != 0 {
+                        self.validity.push((1u8 << (i % 8)) - 1);
+                    }
+                }
+                self.nulls += 1;
+                self.mark(i, false);
+            }
         }
         self.offsets.push(self.data.len() as i32);
+    }
+    /// Value `i`'s bit (the bitmap covers the values before it).
+    fn mark(&mut self, i: usize, valid: bool) {
+        if i % 8 == 0 {
+            self.validity.push(0);
+        }
+        if valid {
+            self.validity[i / 8] |= 1 << (i % 8);
+        }
     }
     fn push(&mut self, value: Option<&[u8]>) {
         self.push_with(value.map(|v| move |data: &mut Vec<u8>| data.extend_from_slice(v)));
@@ -207,6 +140,17 @@ struct Keep {
 }
 
 impl Keep {
+    fn new(
+        topics: Option<Vec<String>>,
+        min_store_ms: Option<i64>,
+        max_store_ms: Option<i64>,
+    ) -> Keep {
+        Keep {
+            topics: topics.map(|t| t.into_iter().map(String::into_bytes).collect()),
+            min_store_ms,
+            max_store_ms,
+        }
+    }
     fn keeps(&self, v: &record::View) -> bool {
         self.topics
             .as_ref()
@@ -466,11 +410,7 @@ pub fn record_columns<'py>(
     let pos_buf = Bytes::readable(positions)?;
     let raw = data.raw();
     let pos_raw = pos_buf.raw();
-    let keep = Keep {
-        topics: topics.map(|t| t.into_iter().map(String::into_bytes).collect()),
-        min_store_ms,
-        max_store_ms,
-    };
+    let keep = Keep::new(topics, min_store_ms, max_store_ms);
     // SAFETY: both exports are held for the call.
     let build = || fill(unsafe { raw.slice() }, unsafe { pos_raw.slice() }, &keep);
     let (c, consumed, error) = if data.len() >= crate::batch::DETACH_FROM_BYTES {
@@ -478,12 +418,18 @@ pub fn record_columns<'py>(
     } else {
         build()
     };
+    let out = columns_dict(py, c)?;
+    out.set_item("consumed", consumed)?;
+    out.set_item("error", error)?;
+    Ok(out)
+}
+
+/// The dict both entry points return: per column its buffers, `rows`, `uniform_topic`, `compressed`.
+fn columns_dict(py: Python<'_>, c: Columns) -> PyResult<Bound<'_, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("rows", c.queue_id.len())?;
-    out.set_item("consumed", consumed)?;
     out.set_item("uniform_topic", c.uniform_topic)?;
     out.set_item("compressed", c.compressed)?;
-    out.set_item("error", error)?;
     out.set_item("queue_id", column(py, Owned::i32s(c.queue_id))?)?;
     out.set_item("queue_offset", column(py, Owned::i64s(c.queue_offset))?)?;
     out.set_item("born_timestamp", column(py, Owned::i64s(c.born_us))?)?;

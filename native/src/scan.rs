@@ -26,6 +26,74 @@ pub struct Walk {
     pub error: Option<(i64, String)>,
 }
 
+/// What the walk finds at one position (see the module doc for the checks).
+pub enum Step<'a> {
+    /// A record that passed every check; the next is at its position plus `size`.
+    Record(record::View<'a>),
+    /// The end of the data: fewer than 8 bytes before `limit`, or 8 zero bytes.
+    End,
+    /// A blank record reaching exactly to `limit`: the segment was closed.
+    Blank,
+    /// Bytes that are no valid record: (commitlog offset, reason).
+    Error(i64, String),
+}
+
+/// The walk's checks of the record at `pos` (`base` as in [`walk`]).
+pub fn step(
+    data: &[u8],
+    base: Option<i64>,
+    pos: usize,
+    limit: usize,
+    check_crc: bool,
+    torn_from: Option<i64>,
+) -> Step<'_> {
+    if limit < pos + 8 {
+        return Step::End;
+    }
+    let size = be_i32(data, pos);
+    let magic = be_u32(data, pos + 4);
+    if size == 0 && magic == 0 {
+        return Step::End;
+    }
+    let offset = base.unwrap_or(0) + pos as i64;
+    if magic == BLANK_MAGIC && size >= 8 && size as usize == limit - pos {
+        return Step::Blank;
+    }
+    let v = match record::parse(data, pos, limit) {
+        Parsed::Record(v) => v,
+        Parsed::Blank(n) => {
+            let reason = format!("blank record of size {n} does not reach the segment end");
+            return Step::Error(offset, reason);
+        }
+        Parsed::Bad(reason) => return Step::Error(offset, reason),
+    };
+    if base.is_some() && v.physical_offset != offset {
+        let reason = format!("record claims physical offset {}", v.physical_offset);
+        return Step::Error(offset, reason);
+    }
+    if check_crc {
+        let crc = record::body_crc(v.body);
+        if crc != v.body_crc {
+            let reason = format!(
+                "body CRC 0x{crc:08X} does not match the stored 0x{:08X}",
+                v.body_crc
+            );
+            return Step::Error(offset, reason);
+        }
+    }
+    if torn_from.is_some_and(|t| offset >= t) {
+        let tail_zero = match v.props.last() {
+            Some(&b) => b == 0,
+            None => v.topic.last().map_or(true, |&b| b == 0),
+        };
+        if tail_zero || v.topic.is_empty() {
+            let reason = "the last byte of its topic/properties tail is zero: never written".into();
+            return Step::Error(offset, reason);
+        }
+    }
+    Step::Record(v)
+}
+
 /// `base` is the commitlog offset of `data[0]`; None for records that are not at their log
 /// position (a pull's body), whose PHYSICALOFFSET is then not checked.
 pub fn walk(
@@ -36,8 +104,6 @@ pub fn walk(
     check_crc: bool,
     torn_from: Option<i64>,
 ) -> Walk {
-    let check_offsets = base.is_some();
-    let base = base.unwrap_or(0);
     let mut w = Walk {
         positions: Vec::new(),
         sizes: Vec::new(),
@@ -46,67 +112,23 @@ pub fn walk(
         error: None,
     };
     let mut pos = start;
-    while limit >= pos + 8 {
-        let size = be_i32(data, pos);
-        let magic = be_u32(data, pos + 4);
-        if size == 0 && magic == 0 {
-            break;
-        }
-        let offset = base + pos as i64;
-        if magic == BLANK_MAGIC && size >= 8 && size as usize == limit - pos {
-            w.blank = true;
-            break;
-        }
-        let v = match record::parse(data, pos, limit) {
-            Parsed::Record(v) => v,
-            Parsed::Blank(n) => {
-                w.error = Some((
-                    offset,
-                    format!("blank record of size {n} does not reach the segment end"),
-                ));
+    loop {
+        match step(data, base, pos, limit, check_crc, torn_from) {
+            Step::Record(v) => {
+                w.positions.push(pos as i64);
+                w.sizes.push(v.size as i64);
+                pos += v.size;
+            }
+            Step::End => break,
+            Step::Blank => {
+                w.blank = true;
                 break;
             }
-            Parsed::Bad(reason) => {
+            Step::Error(offset, reason) => {
                 w.error = Some((offset, reason));
                 break;
             }
-        };
-        if check_offsets && v.physical_offset != offset {
-            w.error = Some((
-                offset,
-                format!("record claims physical offset {}", v.physical_offset),
-            ));
-            break;
         }
-        if check_crc {
-            let crc = record::body_crc(v.body);
-            if crc != v.body_crc {
-                w.error = Some((
-                    offset,
-                    format!(
-                        "body CRC 0x{crc:08X} does not match the stored 0x{:08X}",
-                        v.body_crc
-                    ),
-                ));
-                break;
-            }
-        }
-        if torn_from.is_some_and(|t| offset >= t) {
-            let tail_zero = match v.props.last() {
-                Some(&b) => b == 0,
-                None => v.topic.last().map_or(true, |&b| b == 0),
-            };
-            if tail_zero || v.topic.is_empty() {
-                w.error = Some((
-                    offset,
-                    "the last byte of its topic/properties tail is zero: never written".into(),
-                ));
-                break;
-            }
-        }
-        w.positions.push(pos as i64);
-        w.sizes.push(v.size as i64);
-        pos += v.size;
     }
     w.end = pos;
     w

@@ -215,6 +215,16 @@ def record_columns(buf, positions, topics: list[str] | None = None, min_store_ms
     error), ``uniform_topic``, ``compressed`` row numbers, ``error`` (None or why the record at
     position number ``consumed`` does not parse)."""
 
+def walk_columns(buf, base_offset: int | None, start: int, hi: int, limit: int, max_rows: int, *, check_crc: bool,
+                 topics: list[str] | None = None, min_store_ms: int | None = None,
+                 max_store_ms: int | None = None) -> dict:
+    """:func:`scan_segment`'s walk of ``buf[start:limit]`` and :func:`record_columns`' decoding in one
+    pass: the columns (as ``record_columns`` gives them, same filter) of the records that start
+    before *hi*, at most *max_rows* records walked; plus ``end`` (where the walk stopped: the next
+    record, or the damaged one), ``more`` (True when it stopped at *max_rows* or a column's 2 GiB
+    before *hi*: call again from ``end``) and ``error`` (None or ``(commitlog offset, reason)`` of the
+    record at ``end``).  *base_offset* None: a pull's body, PHYSICALOFFSET not checked."""
+
 
 class ColumnBuffer:
     """The bytes of one column filled by :func:`record_columns`, exported read-only through the

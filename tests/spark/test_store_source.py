@@ -77,6 +77,11 @@ def test_decoder_agrees_with_the_record_parser_field_by_field(tmp_path):
             if i is not None:
                 assert body == bodies[i]
             seen += 1
+        # the source's own path (walk and decode in one pass, in chunks) gives the same rows
+        for chunk in (7, 65_536):
+            walked = [r for b in read_range(seg, 0, seg.size, max_record=4 << 20, broker="b1", chunk_records=chunk)
+                      for r in b.to_pylist()]
+            assert walked == [r for b in batches for r in b.to_pylist()]
     assert seen == 3000
 
 

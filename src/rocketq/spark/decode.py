@@ -2,9 +2,12 @@
 
 Both Spark sources turn bytes in the CommitLog record layout (:mod:`rocketq.store.record`) into
 ``pyarrow.RecordBatch`` objects: ``rocketq-store`` reads them from segment files, ``rocketq`` from
-PULL_MESSAGE bodies, which carry the same records back to back.
+PULL_MESSAGE bodies, which carry the same records back to back.  Both walk the records and decode
+them in one native pass (:func:`rocketq._native.walk_columns`: the segment walk's checks, then the
+columns; :func:`decode_body`, :func:`walked_batch`); :func:`decode` decodes records at positions
+found before (:func:`rocketq._native.record_columns`), for callers that walked already.
 
-The per-record work is native (:func:`rocketq._native.record_columns`): one call fills the Arrow
+The per-record work is native: one call fills the Arrow
 buffers of every column for a chunk of records - fixed-width values, string/binary offsets and
 bytes with validity bitmaps, the properties map (``k\\x01v\\x02...`` split into keys and values) -
 and this module wraps them with ``pyarrow.Array.from_buffers`` (no copy: the native buffers export
@@ -77,6 +80,32 @@ def decode(buf, base_offset: int, positions: np.ndarray, sizes: np.ndarray, *, b
             raise DecodeError(cols["error"])
         positions = positions[cols["consumed"]:]     # a column reached 2 GiB: the rest in another batch
     return out
+
+
+def decode_body(body, *, broker: str | None, max_rows: int) -> list[pa.RecordBatch]:
+    """Record batches (topic columns) of a PULL_MESSAGE body: records back to back, walked and
+    decoded in one native pass (:func:`rocketq._native.walk_columns`), *max_rows* a batch at most;
+    bytes that are no record raise :class:`DecodeError` naming where."""
+    out = []
+    pos, end = 0, len(body)
+    while pos < end:
+        cols = _native.walk_columns(body, None, pos, end, end, max_rows, check_crc=False)
+        if cols["rows"]:
+            out.append(_batch(cols, cols["rows"], broker, TOPIC_SCHEMA))
+        if cols["error"] is not None:
+            at, reason = cols["error"]
+            raise DecodeError(f"pulled body of {end} bytes, record at byte {at}: {reason}")
+        if not cols["more"]:
+            if cols["end"] < end:
+                raise DecodeError(f"pulled body of {end} bytes ends in {end - cols['end']} bytes that are no record")
+            break
+        pos = cols["end"]
+    return out
+
+
+def walked_batch(cols: dict, broker: str | None) -> pa.RecordBatch:
+    """The store-columns batch of a :func:`rocketq._native.walk_columns` result with rows."""
+    return _batch(cols, cols["rows"], broker, STORE_SCHEMA)
 
 
 def _strings(cols: dict, name: str, n: int, typ) -> pa.Array:

@@ -1,9 +1,17 @@
 """Reading one queue's offset range from a broker as Arrow batches (the topic source's task).
 
 The task pulls ``[start, end)`` with PULL_MESSAGE (up to 1,024 messages or 4 MiB a pull, the
-broker's caps) and decodes each response body, which holds the records in store format, with
-:func:`rocketq.spark.decode.decode`.  A tag filter is sent to the broker (it filters by tag hash)
-and re-checked exactly here.
+broker's caps) and decodes the response bodies, which hold the records in store format, with
+:func:`rocketq.spark.decode.decode_body`, ``DECODE_ROWS`` at a time.  A tag filter is sent to the
+broker (it filters by tag hash) and re-checked exactly here.
+
+Two threads of the Python worker share the work (:class:`_Pulls`): a coroutine on the client loop
+thread walks the offsets, keeping ``PULL_WINDOW`` pulls in flight and queueing the answers in
+order; Spark's task thread takes them, decodes and hands the batches to Spark.  So the next batch
+is pulled while the current one is decoded and taken by the JVM (before, pulls were only issued
+when the task thread asked for an answer, and the connection sat idle during each hand-off).  The
+coroutine runs at most ``AHEAD_ROWS`` messages ahead of what the task thread has decoded: a slow
+consumer stops the pulls, it does not fill the memory.
 
 Data loss (``failOnDataLoss``, as in Spark's Kafka source): when the broker no longer has the
 offsets asked for (expired segments, a recreated queue), the task fails with a message naming the
@@ -13,8 +21,9 @@ there.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
+import queue
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterator
@@ -24,8 +33,7 @@ import pyarrow.compute as pc
 
 from rocketq.client.model import MQClientError, PullStatus
 from rocketq.spark import broker_io
-from rocketq.spark.decode import decode
-from rocketq.store.scan import split_records
+from rocketq.spark.decode import decode_body
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +41,10 @@ MAX_PULL_MESSAGES = 1024          # the broker's cap per pull (and the Java clie
 PULL_WINDOW = 4                   # pulls in flight per task
 DECODE_ROWS = 65_536              # rows decoded together, as the store source does: Spark pays its per-batch
                                   # costs (IPC message, vectors, the hand-off) once per this many
+AHEAD_ROWS = 2 * DECODE_ROWS      # messages pulled and not yet decoded, at most: the batch being gathered
+                                  # and the next one (>= DECODE_ROWS + MAX_PULL_MESSAGES, or the pulls stall)
 IDLE_RETRIES = 50                 # NO_NEW_MSG below the max offset: asked again this often (~20 s) before failing
+TAKE_TIMEOUT_S = 4 * broker_io.CALL_TIMEOUT_S   # the pulling coroutine answers within this (its pulls time out)
 
 
 class DataLossError(RuntimeError):
@@ -57,63 +68,153 @@ def _expression(tags: tuple[str, ...]) -> str:
 
 
 def read_queue(task: QueueTask) -> Iterator[pa.RecordBatch]:
-    """The task's messages, decoded ``DECODE_ROWS`` at a time, with up to ``PULL_WINDOW`` pulls in flight.
-
-    Pulls ahead are issued for the offsets the answers before them will end at (a pull of n
-    units normally consumes exactly n, filtered or not); when an answer ends elsewhere (the byte
-    cap, data loss), the pulls ahead are dropped and the walk goes on from where it really is.
-    """
+    """The task's messages, decoded ``DECODE_ROWS`` at a time while the next ones are pulled."""
     tag_set = pa.array(sorted(task.tags), pa.string()) if task.tags else None
-    bodies: list[bytes] = []
-    pending_rows = 0
-    offset, idle = task.start, 0
-    window: deque = deque()
-    ahead = offset
-    while offset < task.end:
-        while len(window) < PULL_WINDOW and ahead < task.end:
-            n = min(MAX_PULL_MESSAGES, task.end - ahead)
-            window.append((ahead, n, broker_io.submit(_pull_async(task, task.ref, ahead, n))))
-            ahead += n
-        off, n, fut = window.popleft()
-        try:
-            result, body = fut.result(broker_io.CALL_TIMEOUT_S * 2)
-        except MQClientError as exc:
-            result, body = _pull_rerouted(task, off, n, exc)
-        status = result.status
-        nxt = None
-        if status == PullStatus.FOUND:
-            idle = 0
+    pulls = _Pulls(task)
+    try:
+        bodies: list[bytes] = []
+        rows = 0
+        for body, n in pulls:
             bodies.append(body)
-            pending_rows += n
-            nxt = max(result.next_begin_offset, off + 1)
-        elif status == PullStatus.NO_MATCHED_MSG:
-            nxt = max(result.next_begin_offset, off + 1)
-        elif status == PullStatus.OFFSET_ILLEGAL or (status == PullStatus.NO_NEW_MSG and result.max_offset < task.end):
-            nxt = _lost(task, off, result)
-        else:                     # NO_NEW_MSG below max: the dispatcher is behind; ask again a few times
-            idle += 1
-            if idle > IDLE_RETRIES:
-                raise DataLossError(f"{_where(task)}: the broker reports no messages at offset {off} "
-                                    f"though its max offset is {result.max_offset}")
-            time.sleep(min(0.5, 0.01 * idle))               # give the broker's dispatch time to catch up
-            nxt = off
-        if nxt != off + n:                                   # the pulls ahead started at the wrong offsets
+            rows += n
+            if rows >= DECODE_ROWS:
+                batches = _decoded(b"".join(bodies), task, tag_set)
+                bodies = []
+                pulls.done_with(rows)            # the coroutine pulls on while Spark takes these
+                rows = 0
+                yield from batches
+        if bodies:
+            yield from _decoded(b"".join(bodies), task, tag_set)
+    finally:
+        pulls.close()
+
+
+_END = object()
+
+
+class _Pulls:
+    """The answers (body, messages asked for) of one task's pulls, in offset order.
+
+    :meth:`_walk` runs on the client loop thread: pulls are issued for the offsets the answers
+    before them will end at (a pull of n units normally consumes exactly n, filtered or not); when
+    an answer ends elsewhere (the byte cap, data loss), the pulls ahead are dropped and the walk
+    goes on from where it really is.  Found bodies go to a queue the task thread iterates; every
+    message asked for counts against ``AHEAD_ROWS`` until the task thread says it is done with it
+    (:meth:`done_with`), and the walk waits for room before asking for more.
+    """
+
+    def __init__(self, task: QueueTask):
+        self.task = task
+        self._answers: queue.SimpleQueue = queue.SimpleQueue()
+        self._free = AHEAD_ROWS            # loop thread only
+        self._idle = 0                     # answers in a row that found nothing below the max offset
+        self._room: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._future = broker_io.submit(self._run())
+
+    def __iter__(self) -> Iterator[tuple[bytes, int]]:
+        while True:
+            try:
+                item = self._answers.get(timeout=TAKE_TIMEOUT_S)
+            except queue.Empty:
+                raise TimeoutError(f"{_where(self.task)}: no answer from the pulls in {TAKE_TIMEOUT_S:g} s") from None
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def done_with(self, rows: int) -> None:
+        """The task thread has decoded *rows* of the messages it took: room for that many more."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._give, rows)
+
+    def close(self) -> None:
+        self._future.cancel()
+
+    def _give(self, rows: int) -> None:
+        self._free += rows
+        if self._room is not None:
+            self._room.set()
+
+    async def _run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._room = asyncio.Event()
+        try:
+            await self._walk()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:       # handed to the task thread, which raises it
+            self._answers.put(exc)
+        else:
+            self._answers.put(_END)
+
+    async def _take_room(self, n: int) -> None:
+        while self._free < n:
+            self._room.clear()
+            await self._room.wait()
+        self._free -= n
+
+    async def _walk(self) -> None:
+        task = self.task
+        offset = ahead = task.start
+        window: deque = deque()
+        try:
+            while offset < task.end:
+                while len(window) < PULL_WINDOW and ahead < task.end:
+                    n = min(MAX_PULL_MESSAGES, task.end - ahead)
+                    if self._free < n and window:
+                        break                              # room comes back as the task thread decodes
+                    await self._take_room(n)
+                    window.append((ahead, n, asyncio.ensure_future(_pull_async(task, task.ref, ahead, n))))
+                    ahead += n
+                off, n, fut = window.popleft()
+                try:
+                    result, body = await fut
+                except MQClientError as exc:
+                    result, body = await _pull_rerouted(task, off, n, exc)
+                nxt = await self._answered(off, n, result, body)
+                if nxt != off + n:                         # the pulls ahead started at the wrong offsets
+                    for _, m, f in window:
+                        f.cancel()
+                        self._free += m
+                    window.clear()
+                    ahead = nxt if nxt is not None else task.end
+                offset = nxt if nxt is not None else task.end
+        finally:
             for _, _, f in window:
                 f.cancel()
-            window.clear()
-            ahead = nxt if nxt is not None else task.end
-        offset = nxt if nxt is not None else task.end
-        if bodies and (pending_rows >= DECODE_ROWS or offset >= task.end or not window):
-            yield from _decoded(b"".join(bodies), task, tag_set)
-            bodies, pending_rows = [], 0
+
+    async def _answered(self, off: int, n: int, result, body: bytes) -> int | None:
+        """Where the walk goes on after the answer to the pull of *n* at *off* (None: the task's end);
+        a found body is queued for the task thread, whose room it keeps until decoded."""
+        status = result.status
+        if status == PullStatus.FOUND:
+            self._idle = 0
+            self._answers.put((body, n))
+            return max(result.next_begin_offset, off + 1)
+        self._free += n
+        if status == PullStatus.NO_MATCHED_MSG:
+            return max(result.next_begin_offset, off + 1)
+        if status == PullStatus.OFFSET_ILLEGAL or (status == PullStatus.NO_NEW_MSG
+                                                   and result.max_offset < self.task.end):
+            return _lost(self.task, off, result)
+        self._idle += 1              # NO_NEW_MSG below max: the dispatcher is behind; ask again a few times
+        if self._idle > IDLE_RETRIES:
+            raise DataLossError(f"{_where(self.task)}: the broker reports no messages at offset {off} "
+                                f"though its max offset is {result.max_offset}")
+        await asyncio.sleep(min(0.5, 0.01 * self._idle))    # the broker's dispatch catches up
+        return off
 
 
-def _decoded(body: bytes, task: QueueTask, tag_set) -> Iterator[pa.RecordBatch]:
-    pos, sizes, _ = split_records(body)
-    for batch in decode(body, 0, pos, sizes, broker=task.ref.broker, store_columns=False):
+def _decoded(body: bytes, task: QueueTask, tag_set) -> list[pa.RecordBatch]:
+    out = []
+    # the gathered pulls hold fewer than DECODE_ROWS + one pull of messages: one batch
+    for batch in decode_body(body, broker=task.ref.broker, max_rows=DECODE_ROWS + MAX_PULL_MESSAGES):
         batch = _keep(batch, task.start, task.end, tag_set)
         if batch.num_rows:
-            yield batch
+            out.append(batch)
+    return out
 
 
 async def _pull_async(task: QueueTask, ref: broker_io.QueueRef, offset: int, n: int):
@@ -121,17 +222,20 @@ async def _pull_async(task: QueueTask, ref: broker_io.QueueRef, offset: int, n: 
                                           expression=_expression(task.tags), suspend_ms=0)
 
 
-def _pull_rerouted(task: QueueTask, offset: int, n: int, exc: MQClientError):
+async def _pull_rerouted(task: QueueTask, offset: int, n: int, exc: MQClientError):
     """After a failed pull: when the broker is unreachable, ask the NameServer where the queue is
     now (a slave may serve reads) and pull from there; other errors are raised."""
     ref = task.ref
     if exc.code >= 0 or not task.namesrvs:
         raise broker_io.refused(exc, task.access) from None
-    moved = [q for q in broker_io.Catalog(list(task.namesrvs), task.access).queues([ref.topic], missing_ok=True)
-             if (q.broker, q.queue_id) == (ref.broker, ref.queue_id) and q.addr != ref.addr]
-    if not moved:
+    try:
+        route = await broker_io.api(task.access).get_route(list(task.namesrvs), ref.topic)
+    except MQClientError:
+        raise broker_io.refused(exc, task.access) from None
+    addr = route.read_addr_of(ref.broker)
+    if not addr or addr == ref.addr or ref.mq not in route.read_queues():
         raise exc
-    return broker_io.call(_pull_async(task, moved[0], offset, n))
+    return await _pull_async(task, broker_io.QueueRef(ref.topic, ref.broker, ref.queue_id, addr), offset, n)
 
 
 def _keep(batch: pa.RecordBatch, lo: int, hi: int, tag_set) -> pa.RecordBatch:

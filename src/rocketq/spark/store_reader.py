@@ -4,10 +4,13 @@ A task owns the records that *start* in ``[lo, hi)`` of its segment.  For ``lo >
 record is found without walking from the segment start: it is the first position at or after
 ``lo`` holding the record magic whose PHYSICALOFFSET field equals its own log offset (a body that
 happens to contain the magic bytes does not also hold its own offset there).  The walk then
-follows TOTALSIZE up to ``hi + largest record``, so the last record starting before ``hi`` is
-whole; records starting at or after ``hi`` belong to the next task.
+follows TOTALSIZE, a record allowed to reach up to ``hi + largest record`` (so the last record
+starting before ``hi`` is whole); records starting at or after ``hi`` belong to the next task.
+The walk and the decoding are one native pass of ``CHUNK_RECORDS`` records at a time
+(:func:`rocketq._native.walk_columns`), so Spark gets the range's first batch after one chunk's
+work, not after a walk of the whole range.
 
-Damage (a record failing its checks, :func:`rocketq.store.scan.scan_segment`) raises
+Damage (a record failing the walk's checks, as :func:`rocketq.store.scan.scan_segment` makes them) raises
 :class:`DataLossError` naming the file and log offset, or, with ``fail_on_data_loss=False``,
 is skipped: the walk resumes at the next valid record and the skipped bytes are counted in the
 returned :class:`SkipReport` and logged as a warning.
@@ -23,9 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from rocketq import _native
-from rocketq.spark.decode import decode
+from rocketq.spark.decode import walked_batch
 from rocketq.spark.segments import OpenSegment, Segment
-from rocketq.store.scan import scan_segment
 
 log = logging.getLogger(__name__)
 
@@ -67,37 +69,37 @@ def read_range(segment: Segment, lo: int, hi: int, *, max_record: int, check_crc
                fail_on_data_loss: bool = True, broker: str | None = None, rows: RowFilter = RowFilter(),
                skips: SkipReport | None = None, chunk_records: int = CHUNK_RECORDS) -> Iterator[pa.RecordBatch]:
     skips = skips if skips is not None else SkipReport()
+    wanted = sorted(rows.topics) if rows.topics is not None else None
     with OpenSegment(segment) as opened:
         buf = opened.buffer
         size = len(buf)
         hi = min(hi, size)
         limit = min(size, hi + max_record + RECORD_OVERHEAD)
-        start = first_record_at_or_after(buf, segment.base, lo, hi)
-        while start is not None and start < hi:
-            scan = scan_segment(buf, segment.base, start, limit, check_crc=check_crc)
-            mine = int(np.searchsorted(scan.positions, hi))
-            for c in range(0, mine, chunk_records):
-                e = min(mine, c + chunk_records)
-                yield from decode(buf, segment.base, scan.positions[c:e], scan.sizes[c:e], broker=broker,
-                                  store_columns=True, topics=rows.topics, min_store_ms=rows.min_store_ms,
-                                  max_store_ms=rows.max_store_ms)
-            if scan.error is None or scan.end >= hi:
+        pos = first_record_at_or_after(buf, segment.base, lo, hi)
+        while pos is not None and pos < hi:
+            cols = _native.walk_columns(buf, segment.base, pos, hi, limit, chunk_records, check_crc=check_crc,
+                                        topics=wanted, min_store_ms=rows.min_store_ms, max_store_ms=rows.max_store_ms)
+            if cols["rows"]:
+                yield walked_batch(cols, broker)
+            pos = cols["end"]
+            if cols["error"] is not None:
+                pos = _skip_damage(buf, segment, pos, cols["error"][1], hi, fail_on_data_loss, skips)
+            elif not cols["more"]:
                 return
-            start = _skip_damage(buf, segment, scan, limit, hi, fail_on_data_loss, skips)
 
 
-def _skip_damage(buf, segment: Segment, scan, limit: int, hi: int, fail: bool, skips: SkipReport) -> int | None:
-    where = f"{segment.path} at commitlog offset {segment.base + scan.end}"
+def _skip_damage(buf, segment: Segment, at: int, reason: str, hi: int, fail: bool, skips: SkipReport) -> int | None:
+    where = f"{segment.path} at commitlog offset {segment.base + at}"
     if fail:
-        raise DataLossError(f"damaged record in {where}: {scan.error.reason} "
+        raise DataLossError(f"damaged record in {where}: {reason} "
                             f"(set failOnDataLoss=false to skip damaged records)")
-    resume = first_record_at_or_after(buf, segment.base, scan.end + 1, hi)
-    skipped = (resume if resume is not None else hi) - scan.end
-    if resume is None and _is_unwritten(buf, scan.end):
+    resume = first_record_at_or_after(buf, segment.base, at + 1, hi)
+    skipped = (resume if resume is not None else hi) - at
+    if resume is None and _is_unwritten(buf, at):
         return None
     skips.skipped_bytes += skipped
     skips.places.append(where)
-    log.warning("skipping %d damaged bytes in %s: %s", skipped, where, scan.error.reason)
+    log.warning("skipping %d damaged bytes in %s: %s", skipped, where, reason)
     return resume
 
 
