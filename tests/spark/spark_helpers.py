@@ -6,6 +6,8 @@ import asyncio
 import threading
 import time
 
+from relay import FrameRelay
+
 from rocketq.client.admin import Admin
 from rocketq.client.model import MessageQueue, MQClientError
 from rocketq.client.sync import Producer
@@ -85,70 +87,12 @@ def wait_until(predicate, timeout_s: float, what: str, poll_s: float = 0.2):
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
-class CountingRelay:
-    """A TCP relay in front of a broker that counts the request frames (4-byte big-endian length and
-    that many bytes) its clients send; answers flow back unchanged.  Runs its own event loop in a
-    thread, so a test's blocking calls do not stop it."""
-
-    START_TIMEOUT_S = 10.0
+class CountingRelay(FrameRelay):
+    """A :class:`relay.FrameRelay` in front of a broker that counts the request frames its clients send."""
 
     def __init__(self, target: str):
-        host, _, port = target.rpartition(":")
-        self.target = (host, int(port))
-        self.requests = 0
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread: threading.Thread | None = None
+        super().__init__(target, name="counting relay")
 
     @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def __enter__(self) -> CountingRelay:
-        ready = threading.Event()
-
-        def run():
-            asyncio.set_event_loop(self._loop)
-            server = self._loop.run_until_complete(asyncio.start_server(self._relay, "127.0.0.1", 0))
-            self.port = server.sockets[0].getsockname()[1]
-            ready.set()
-            self._loop.run_forever()
-            server.close()
-        self._thread = threading.Thread(target=run, name="counting-relay", daemon=True)
-        self._thread.start()
-        if not ready.wait(self.START_TIMEOUT_S):
-            raise RuntimeError("the counting relay did not start")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(self.START_TIMEOUT_S)
-
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self.target)
-        tasks = [asyncio.ensure_future(self._requests(reader, up_writer)),
-                 asyncio.ensure_future(self._copy(up_reader, writer))]
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for w in (writer, up_writer):
-            w.close()
-
-    async def _requests(self, reader, writer) -> None:
-        try:
-            while True:
-                head = await reader.readexactly(4)
-                writer.write(head + await reader.readexactly(int.from_bytes(head, "big")))
-                await writer.drain()
-                self.requests += 1
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-
-    async def _copy(self, reader, writer) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except ConnectionError:
-            pass
+    def requests(self) -> int:
+        return self.forwarded
