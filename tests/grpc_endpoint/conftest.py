@@ -5,7 +5,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))     # broker_helpers
 
-from grpc_helpers import DEFAULT_TRANSPORT, ServerThread
+from grpc_helpers import DEFAULT_TRANSPORT, ServerThread, make_telemetry_streams_on_the_client_loop
 
 # modules whose `server` tests run on both transports (the rest on DEFAULT_TRANSPORT): the calls of every
 # kind (unary, server stream, Telemetry), the official client end to end, bad input, ACL
@@ -33,5 +33,6 @@ def server(tmp_path, grpc_transport):
 
 
 def pytest_configure(config):
+    make_telemetry_streams_on_the_client_loop()
     # rocketmq-python-client 5.1.2 logs a cancelled Telemetry stream with the deprecated logger.warn
     config.addinivalue_line("filterwarnings", "ignore:The 'warn' method is deprecated:DeprecationWarning")
