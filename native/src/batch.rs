@@ -499,16 +499,8 @@ impl RecordBatch {
             }
             let topic_str = field(0).cast::<PyString>()?;
             let body = as_bytes(&field(1), &mut b.keep)?;
-            let tags_obj = field(3);
-            let tags_str = if tags_obj.is_none() {
-                None
-            } else {
-                Some(tags_obj.cast::<PyString>()?)
-            };
-            let tags = match &tags_str {
-                Some(t) => Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty()),
-                None => None,
-            };
+            let tags_str = message::tags_str(&field(3))?;
+            let tags = message::tag_bytes(&tags_str)?;
             let start = b.arena.len();
             if !message::properties_into(&mut b.arena, &field(5), tags, &field(4), 0)? {
                 return Err(illegal(format!("{which} (topic {:?}): property names and values must not contain \\x01 or \\x02",

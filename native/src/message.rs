@@ -108,16 +108,8 @@ pub fn encode_send_batch<'py>(
     for (i, m) in msgs.iter().enumerate() {
         let body_obj = m.getattr(pyo3::intern!(py, "body"))?;
         let body = crate::buffers::Bytes::readable(&body_obj)?;
-        let tags_obj = m.getattr(pyo3::intern!(py, "tags"))?;
-        let tags_str = if tags_obj.is_none() {
-            None
-        } else {
-            Some(tags_obj.cast_into::<PyString>()?)
-        };
-        let tags = match &tags_str {
-            Some(t) => Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty()),
-            None => None,
-        };
+        let tags_str = tags_str(&m.getattr(pyo3::intern!(py, "tags"))?)?;
+        let tags = tag_bytes(&tags_str)?;
         let delay: i64 = m.getattr(pyo3::intern!(py, "delay_level"))?.extract()?;
         let flag: i32 = m.getattr(pyo3::intern!(py, "flag"))?.extract()?;
         let user = m.getattr(pyo3::intern!(py, "properties"))?;
@@ -151,4 +143,21 @@ pub fn encode_send_batch<'py>(
         out.extend_from_slice(&props_buf);
     }
     Ok(pyo3::types::PyBytes::new(py, &out))
+}
+
+/// A message's `tags` field: None, or its str (another type is refused).
+pub(crate) fn tags_str<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyString>>> {
+    if obj.is_none() {
+        Ok(None)
+    } else {
+        Ok(Some(obj.cast::<PyString>()?.clone()))
+    }
+}
+
+/// The bytes of tags that are set and not empty.
+pub(crate) fn tag_bytes<'a>(tags: &'a Option<Bound<'_, PyString>>) -> PyResult<Option<&'a [u8]>> {
+    match tags {
+        Some(t) => Ok(Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty())),
+        None => Ok(None),
+    }
 }

@@ -149,16 +149,8 @@ impl SinglePut {
         let mut keep = Vec::new();
         let body_obj = as_bytes(&f.get(py, BODY), &mut keep)?;
         let body = body_obj.as_bytes();
-        let tags_obj = f.get(py, TAGS);
-        let tags_str = if tags_obj.is_none() {
-            None
-        } else {
-            Some(tags_obj.cast::<PyString>()?)
-        };
-        let tags = match &tags_str {
-            Some(t) => Some(t.to_str()?.as_bytes()).filter(|t| !t.is_empty()),
-            None => None,
-        };
+        let tags_str = message::tags_str(&f.get(py, TAGS))?;
+        let tags = message::tag_bytes(&tags_str)?;
         let mut props = Vec::with_capacity(64);
         if !message::properties_into(
             &mut props,
