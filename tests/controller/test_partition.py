@@ -7,6 +7,7 @@ refuses sends.  The run checker finds every acknowledged message consumed."""
 import asyncio
 import itertools
 import time
+from datetime import datetime
 
 import pytest
 from checker import Place
@@ -16,11 +17,15 @@ from runs import TOPIC, drain, ledger_load, prepared, start
 from rocketq.client import Message, MQClientError
 from rocketq.client.api import MQClientAPI
 from rocketq.client.model import MessageQueue
-from rocketq.controller.local_cluster import LocalControlledCluster, until
+from rocketq.common import fastjson
+from rocketq.controller.local_cluster import LocalControlledCluster, call, until
+from rocketq.remoting import RequestCode
 
 pytestmark = pytest.mark.timeout(180)
 
 FENCE_TARGET_S = 5.0            # lease (80 % of the 1.5 s master timeout) + a heartbeat + a send timeout
+WITHDRAW_TARGET_S = 1.7         # the lease (<= 1.2 s after the cut) + slack; a failing heartbeat ends ~2 s after
+ROUTE_SETTLE_S = 5.0            # a confirmed master's registration reaching the NameServer
 
 
 _direct = itertools.count()
@@ -74,17 +79,22 @@ async def _scenario(cluster, ledger, rng, net):
     load = await ledger_load(cluster, ledger, "p").start()
     cut_after = load.acks + rng.randrange(100, 250)
     await until(f"{cut_after} acks", lambda: _value(load.acks >= cut_after), 30)
-    t_cut = time.monotonic()
+    t_cut, cut_wall = time.monotonic(), time.time()
     net.partition()
     ledger.note(f"partitioned broker 1 ({old}) from the controllers after {load.acks} acks")
     why = await until("broker 1 refusing sends", lambda: _refuses(ledger, old, cluster.broker_name), 15)
     fenced_s = time.monotonic() - t_cut
     ledger.note(f"broker 1 refuses sends {fenced_s:.2f} s after the partition: {why}")
+    await until("broker 1 out of the routes", lambda: _not_routed(cluster, old), FENCE_TARGET_S)
+    unrouted_s = time.monotonic() - t_cut
+    left_s = await until("broker 1 leaving the routes", lambda: _withdrawn_after(cluster, cut_wall), FENCE_TARGET_S)
     info = await until("a new confirmed master", lambda: _new_master(cluster), 20)
-    ledger.note(f"master now {info['masterId']} of epoch {info['epoch']}")
+    ledger.note(f"master now {info['masterId']} of epoch {info['epoch']}; broker 1 withdrew {left_s:.2f} s and "
+                f"was out of the routes {unrouted_s:.2f} s after the partition")
     await until("100 acks after the partition", lambda: _value(load.acks_after(t_cut) >= 100), 40)
-    routed = await cluster.master_routed(TOPIC)
-    assert routed == info["masterAddr"], (routed, info)
+    # the controller confirms the master before its registration reaches the NameServer: a moment later
+    await until("the new master routed", lambda: _routed_to(cluster, info["masterAddr"]), ROUTE_SETTLE_S)
+    assert await _state_version(info["masterAddr"]) == info["epoch"], "registrations carry the master epoch"
     net.heal()
     ledger.note("network healed")
     await until("broker 1 heard it was replaced", lambda: _fenced_in_log(cluster), 20)
@@ -92,11 +102,34 @@ async def _scenario(cluster, ledger, rng, net):
     await drain(load, ledger)
     print("\n".join(ledger.report({}).splitlines()[:12]))
     assert fenced_s < FENCE_TARGET_S, ledger.report()
+    assert left_s < WITHDRAW_TARGET_S, f"broker 1 withdrew {left_s:.2f} s after the partition"
 
 
 async def _new_master(cluster):
     info = await cluster.replica_info()
     return info if info and not info["pending"] and info["masterId"] in (2, 3) else None
+
+
+async def _not_routed(cluster, addr):
+    return await cluster.master_routed(TOPIC) != addr
+
+
+async def _routed_to(cluster, addr):
+    return await cluster.master_routed(TOPIC) == addr
+
+
+async def _state_version(addr):
+    r = await call(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+    return fastjson.loads(r.body)["dataVersion"]["stateVersion"]
+
+
+async def _withdrawn_after(cluster, since: float) -> float | None:
+    """Seconds from *since* (wall clock) to broker 1's log line saying it left the routes."""
+    for line in (cluster.root / "b1.log").read_text(errors="replace").splitlines():
+        if "leaving the routes" in line:
+            stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            return max(stamp - since, 1e-3)
+    return None
 
 
 async def _fenced_in_log(cluster):

@@ -10,9 +10,9 @@ MASTER, SLAVE = "10.0.0.1:10911", "10.0.0.2:10911"
 T0 = 1_700_000_000_000
 
 
-def wrapper(*topics: str, counter: int = 1, perm: int = 6, queues: int = 4) -> TopicConfigWrapper:
+def wrapper(*topics: str, counter: int = 1, perm: int = 6, queues: int = 4, state: int = 0) -> TopicConfigWrapper:
     return TopicConfigWrapper({t: TopicQueueConfig(t, queues, queues, perm) for t in topics},
-                              DataVersion(0, T0, counter))
+                              DataVersion(state, T0, counter))
 
 
 def master_and_slave() -> RouteInfoManager:
@@ -114,6 +114,28 @@ def test_slave_promoted_to_master_keeps_one_entry_per_addr():
     rim.unregister_broker("DefaultCluster", MASTER, "broker-a", 0)
     rim.register_broker("DefaultCluster", SLAVE, "broker-a", 0, "", wrapper("TopicTest"), T0, "c2")
     assert rim.broker_addr_table["broker-a"].broker_addrs == {0: SLAVE}
+
+
+def test_a_replaced_master_registering_late_does_not_take_the_route_back():
+    """Controller mode: the slave elected master of epoch 2 holds id 0; the old master of epoch 1 (its
+    periodic registration, or one sent before it heard) is ignored and forgotten, as in RocketMQ 5."""
+    rim = RouteInfoManager()
+    rim.register_broker("C", MASTER, "b", 0, "ha-m", wrapper("T", state=1), T0, "c1")
+    rim.register_broker("C", SLAVE, "b", 1, "ha-s", wrapper("T", state=1), T0, "c2")
+    rim.register_broker("C", SLAVE, "b", 0, "ha-s", wrapper("T", state=2, counter=2), T0 + 1, "c2")
+    result = rim.register_broker("C", MASTER, "b", 0, "ha-m", wrapper("T", state=1, counter=3), T0 + 2, "c1")
+    assert result.master_addr is None
+    assert rim.route("T")["brokerDatas"][0]["brokerAddrs"] == {"0": SLAVE}
+    assert MASTER not in rim.broker_live_table and SLAVE in rim.broker_live_table
+    # a newer epoch (the old master elected again after it rejoined) takes the id back
+    rim.register_broker("C", MASTER, "b", 0, "ha-m", wrapper("T", state=3, counter=4), T0 + 3, "c1")
+    assert rim.route("T")["brokerDatas"][0]["brokerAddrs"] == {"0": MASTER}
+
+
+def test_without_state_versions_the_latest_registration_holds_the_id():
+    rim = master_and_slave()
+    rim.register_broker("DefaultCluster", "10.0.0.9:10911", "broker-a", 0, "", wrapper("TopicTest"), T0, "c9")
+    assert rim.route("TopicTest")["brokerDatas"][0]["brokerAddrs"]["0"] == "10.0.0.9:10911"
 
 
 def test_wipe_write_perm():

@@ -33,11 +33,15 @@ producer auto-creates it again); rocketq closes it.
 
 A master becomes writable only once the controller confirmed its term (so a takeover is in the
 history before anything is written in it), registers with the NameServers as brokerId 0 and
-replicates as ``controllerMasterRole`` (SYNC_MASTER by default).  A fenced broker refuses sends at
+replicates as ``controllerMasterRole`` (SYNC_MASTER by default); every role change also sets the
+registration's stateVersion to the epoch (:meth:`TopicConfigManager.enter_epoch`), so the NameServer
+keeps routing the newest master when an older one registers late.  A fenced broker refuses sends at
 once, withdraws its registration and logs that it needs a restart to rejoin as a slave (the restart
 truncates).  With ``controllerLeaseEnable`` (the default) a master also refuses sends when its last
 successful heartbeat is older than 80 % of the controller's master timeout: by then the controller
-may be electing someone else, and a master cut off from the controller stops before it does.
+may be electing someone else, and a master cut off from the controller stops before it does.  It
+leaves the NameServers' routes at that moment too (a watch of its own: a heartbeat to an unreachable
+controller can wait several seconds for its timeouts).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL_S = 1.0
 PREPARE_TIMEOUT_S = 60.0
 LEASE_FRACTION = 0.8
+LEASE_CHECK_SLACK_S = 0.01              # the lease watch wakes this long after the lease's end
 JAVA_LONG_MAX = (1 << 63) - 1
 INTERNAL_TOPIC_PREFIX = "rmq_sys_"     # the broker's own (timer) topics: never routed, never recreated here
 
@@ -91,6 +96,7 @@ class ControllerAgent:
         self.timeout_s = 3.0
         self._start_offset: int | None = None
         self._task: asyncio.Task | None = None
+        self._lease_task: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self._withdrawn = False                   # left the routes when the lease lapsed
 
@@ -236,11 +242,13 @@ class ControllerAgent:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
+        self._lease_task = asyncio.create_task(self._watch_lease())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [t for t in (self._task, self._lease_task) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         for client in self.clients.values():
             await client.close()
 
@@ -255,6 +263,16 @@ class ControllerAgent:
                 log.warning("controller heartbeat failed: %s", exc)
             await self._leave_routes_if_lease_lapsed()
             await wait_event(self._wake, HEARTBEAT_INTERVAL_S)
+
+    async def _watch_lease(self) -> None:
+        """Check the lease when it ends, not only between heartbeats: a heartbeat to a controller that
+        went silent waits for its timeouts (seconds), and a master must not stay routed that long."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if self.lease_until > 0.0:             # a resumed master no heartbeat confirmed yet has no lease
+                await self._leave_routes_if_lease_lapsed()
+            remaining = self.lease_until - loop.time()
+            await asyncio.sleep(remaining + LEASE_CHECK_SLACK_S if remaining > 0 else HEARTBEAT_INTERVAL_S)
 
     async def _leave_routes_if_lease_lapsed(self) -> None:
         """A master cut off from the controller refuses sends once its lease lapsed; it also leaves the
@@ -284,6 +302,7 @@ class ControllerAgent:
                 self.lease_until = sent + self.timeout_s * LEASE_FRACTION
                 if resumed:                                  # writes (and deliveries) from now on
                     self.broker.start_master_services()
+                    self.broker.topics.enter_epoch(info["epoch"])
                     if self.broker.registrar is not None:
                         self.broker.registrar.set_broker_id(0)
                         await self.broker.registrar.register_once()
@@ -330,6 +349,7 @@ class ControllerAgent:
         self.lease_until = sent + self.timeout_s * LEASE_FRACTION
         self.state = "master"
         b.replication.role = b.settings.controller_master_role
+        b.topics.enter_epoch(info["epoch"])
         log.warning("master of epoch %d from offset %d (%s)", info["epoch"], self.epochs.entries[-1][1],
                     b.replication.role)
         if b.registrar is not None:
@@ -377,6 +397,7 @@ class ControllerAgent:
                               f"only up to {cut}")
             return
         self.epochs.adopt(history)
+        self.broker.topics.enter_epoch(info["epoch"])
         await rep.follow(info["masterAddr"], info["masterHaAddr"])
         self.following = (info["epoch"], master)
         log.info("following broker %s (%s, HA %s), epoch %d", master, info["masterAddr"], info["masterHaAddr"],

@@ -121,6 +121,13 @@ class TopicConfigManager:
 
     # -- changes -----------------------------------------------------------------------------
 
+    def enter_epoch(self, epoch: int) -> None:
+        """Controller mode: registrations from now on carry *epoch* as their stateVersion, which the
+        NameServer compares when two addresses claim one broker id (RocketMQ's ReplicasManager does the
+        same on every role change)."""
+        with self._lock:
+            self.data_version.next(state_version=epoch)
+
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
 

@@ -116,6 +116,9 @@ class RouteInfoManager:
         # One address holds one role: a slave promoted to master leaves its old id behind.
         for bid in [b for b, a in broker.broker_addrs.items() if a == addr and b != broker_id]:
             del broker.broker_addrs[bid]
+        if self._older_than_holder(broker, broker_id, addr, wrapper.data_version):
+            self.broker_live_table.pop(addr, None)
+            return RegisterResult()
         first = broker.broker_addrs.get(broker_id) is None or first
         broker.broker_addrs[broker_id] = addr
         broker.enable_acting_master = enable_acting_master
@@ -131,6 +134,19 @@ class RouteInfoManager:
             log.info("new broker registered: %s %s id=%d cluster=%s HA=%s", name, addr, broker_id, cluster, ha_addr)
         self._set_filter_servers(addr, filter_servers)
         return self._master_of(broker) if broker_id != MASTER_ID else RegisterResult()
+
+    def _older_than_holder(self, broker: BrokerData, broker_id: int, addr: str, version: DataVersion) -> bool:
+        """RocketMQ 5: a registration for an id another live address holds with a newer stateVersion (a
+        controller's master epoch) is ignored, and its sender forgotten: a replaced master registering
+        late must not take the route back from its successor."""
+        holder = broker.broker_addrs.get(broker_id)
+        live = self.broker_live_table.get(holder) if holder is not None and holder != addr else None
+        if live is None or live.data_version.state_version <= version.state_version:
+            return False
+        log.warning("registration of %s %s as id %d ignored: %s holds that id with state version %d, newer than "
+                    "its %d", broker.broker_name, addr, broker_id, holder, live.data_version.state_version,
+                    version.state_version)
+        return True
 
     def _version_changed(self, addr: str, version: DataVersion) -> bool:
         live = self.broker_live_table.get(addr)
