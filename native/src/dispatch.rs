@@ -283,12 +283,14 @@ impl<'a> Walker<'a> {
                     .map(props::parse_level)
                     .unwrap_or(0)
                     .clamp(1, n.max(1));
-                v.store_timestamp
-                    + self
-                        .delay_ms
+                // a long's arithmetic, as RocketMQ's computeDeliverTimestamp: a store time near
+                // i64::MAX (only a damaged or forged record has one) wraps instead of panicking
+                v.store_timestamp.wrapping_add(
+                    self.delay_ms
                         .get((level - 1) as usize)
                         .copied()
-                        .unwrap_or(0)
+                        .unwrap_or(0),
+                )
             } else {
                 javahash::tag_code(known.tags)
             };

@@ -107,6 +107,11 @@ def wire_batch(messages: list[tuple[int, bytes, bytes]]) -> bytes:
 
 # -- dispatch -----------------------------------------------------------------------------------
 
+def _java_long(n: int) -> int:
+    """*n* as Java's long arithmetic leaves it (wrapped to 64 bits)."""
+    return (n + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def dispatch(buf: bytes, base: int, start: int, end: int, delay_ms: list[int]):
     """Consume-queue units per (topic, queue) and index entries of the records in ``buf[start:end]``:
     ``({(topic, qid): [(queue_offset, unit bytes)]}, [(hash, phys, store_ts)], end, blank)``."""
@@ -123,7 +128,7 @@ def dispatch(buf: bytes, base: int, start: int, end: int, delay_ms: list[int]):
             if m.topic == SCHEDULE_TOPIC:
                 level = int(props["DELAY"]) if props.get("DELAY", "").isdigit() else 0
                 level = max(1, min(level, len(delay_ms)))
-                code = m.store_timestamp + delay_ms[level - 1]
+                code = _java_long(m.store_timestamp + delay_ms[level - 1])
             else:
                 code = java_hash(props["TAGS"]) if props.get("TAGS") else 0
             units.setdefault((m.topic, m.queue_id), []).append(

@@ -72,6 +72,19 @@ def test_dispatch_scan_equals_the_reference(recs, base, store_ip, blank):
         assert phy_end == last[0] + last[1]
 
 
+def test_a_delay_past_the_largest_store_time_wraps_as_a_java_long():
+    """Only a damaged or forged record has such a store time; the walk computes the delivery time as
+    RocketMQ does (long arithmetic) instead of failing (the dispatch_walk fuzzer's find)."""
+    rec = Rec("SCHEDULE_TOPIC_XXXX", 2, 0, 0, 5, bytes([10, 0, 0, 1]), 7, 0, 0, b"b", b"DELAY\x013\x02")
+    log, _ = encode_log([rec], phys=0, store_ts=(1 << 63) - 1000, store_ip=bytes(4), store_port=10911,
+                        next_offsets={})
+    run = _native.dispatch_scan(log, 0, len(log), base_offset=0, delay_levels_ms=DELAYS)
+    units, _index, _end, _ = dispatch(log, 0, 0, len(log), DELAYS)
+    assert _native_units(run) == units
+    (_offset, unit), = units[("SCHEDULE_TOPIC_XXXX", 2)]
+    assert struct.unpack(">qiq", unit)[2] == (1 << 63) - 1000 + DELAYS[2] - (1 << 64)
+
+
 # properties as a producer may send them: stray separators, empty names and values, repeated names,
 # multi-byte text, several spaces between keys (the split on separators is memchr2-based natively)
 PROPS_TEXT = st.lists(st.sampled_from(["\x01", "\x02", "TAGS", "KEYS", "UNIQ_KEY", "DELAY", " ", "k", "é", "\U0001F600",

@@ -100,6 +100,18 @@ def test_frames_corpus():
             pass
 
 
+def test_json_header_corpus():
+    """Each input as a frame's JSON header: the native decoder (its one-pass scanner or serde's path)
+    gives the reference decoder's command, or the same error."""
+    import reference_codec as ref
+    from test_codec import _decode, _frame
+
+    from rocketq.remoting import FrameDecoder
+    for path in _inputs("json_header"):
+        raw = path.read_bytes()
+        assert _decode(FrameDecoder, _frame(raw)) == _decode(ref.FrameDecoder, _frame(raw)), path.name
+
+
 GRPC_FUZZ_LIMIT = 1 << 12          # the grpc_frames target's message limit (native/fuzz/fuzz_targets/grpc_frames.rs)
 GRPC_WINDOW_SAFE_BYTES = 60_000    # request bytes in flight per batch: under HTTP/2's initial 64 KiB window
 
