@@ -26,7 +26,13 @@ from rocketq.client.model import (
 )
 from rocketq.common import fastjson
 from rocketq.common.message import Message
-from rocketq.remoting import LanguageCode, RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rocketq.remoting import (
+    LanguageCode,
+    RemotingClient,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+)
 from rocketq.remoting.connection import Handler
 from rocketq.store.record import StoredMessage
 
