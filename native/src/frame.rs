@@ -411,19 +411,35 @@ pub fn encode_frame_header<'py>(
             .map(str::to_owned)
             .map_err(|e| PyValueError::new_err(format!("{what} is not encodable as UTF-8: {e}")))
     };
-    let mut fields: Vec<(String, String)> = Vec::with_capacity(ext.len());
+    // The fields as Python strings first (a str key or value is only borrowed), then read in place:
+    // no String copy per field, and an error's wording is made only when there is an error.
+    let mut strings: Vec<(Bound<'py, PyString>, Bound<'py, PyString>)> =
+        Vec::with_capacity(ext.len());
     for (k, v) in ext.iter() {
         if v.is_none() {
             continue;
         }
-        let key = text(&k.str()?, "extFields key")?;
-        let value = match v.cast::<PyString>() {
-            Ok(s) => text(s, &format!("extFields[{key:?}]"))?,
-            Err(_) if v.is_instance_of::<pyo3::types::PyBool>() => {
-                (if v.is_truthy()? { "true" } else { "false" }).into()
-            }
-            Err(_) => text(&v.str()?, &format!("extFields[{key:?}]"))?,
+        let key = match k.cast::<PyString>() {
+            Ok(s) => s.clone(),
+            Err(_) => k.str()?,
         };
+        let value = match v.cast::<PyString>() {
+            Ok(s) => s.clone(),
+            Err(_) if v.is_instance_of::<pyo3::types::PyBool>() => {
+                PyString::new(py, if v.is_truthy()? { "true" } else { "false" })
+            }
+            Err(_) => v.str()?,
+        };
+        strings.push((key, value));
+    }
+    let mut fields: Vec<(&str, &str)> = Vec::with_capacity(strings.len());
+    for (k, v) in &strings {
+        let key = k.to_str().map_err(|e| {
+            PyValueError::new_err(format!("extFields key is not encodable as UTF-8: {e}"))
+        })?;
+        let value = v.to_str().map_err(|e| {
+            PyValueError::new_err(format!("extFields[{key:?}] is not encodable as UTF-8: {e}"))
+        })?;
         fields.push((key, value));
     }
     let remark = remark.map(|r| text(r, "remark")).transpose()?;
@@ -472,7 +488,7 @@ pub fn encode_frame_header<'py>(
         header.extend_from_slice(&(r.len() as i32).to_be_bytes());
         header.extend_from_slice(r.as_bytes());
         let mut map = Vec::new();
-        for (k, v) in &fields {
+        for &(k, v) in &fields {
             if k.len() > i16::MAX as usize {
                 return Err(PyValueError::new_err(format!(
                     "extFields key of {} bytes does not fit the int16 length field",

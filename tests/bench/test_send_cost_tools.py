@@ -26,3 +26,14 @@ def test_send_handler_bench_reports_wall_and_cpu_per_request():
     result = asyncio.run(send_handler_bench.measure(300, 2, 128))
     assert result["rounds"] == 2 and result["body_bytes"] == 128
     assert 0 < result["best_us"] <= result["median_us"] and 0 <= result["best_cpu_us"] <= result["median_cpu_us"]
+
+
+def test_compare_runs_only_the_rows_asked_for(tmp_path):
+    """``bench compare --rows one``: a real rocketq serve per size, the one-per-round-trip row and nothing after it."""
+    from rocketq.bench.compare.runner import run_compare
+    results = run_compare(runs=1, out_dir=tmp_path, only=("rocketq (remoting)",), tools=False, rows=("one",),
+                          one_n=50, verify_n=20)
+    assert results["failures"] == []
+    cells = [c for c in results["cells"] if c["system"] == "rocketq (remoting)"]
+    assert {c["scenario"] for c in cells} == {"one"} and {c["size"] for c in cells} == {128, 1024}
+    assert results["settings"]["rows"] == ["one"] or results["settings"]["rows"] == ("one",)

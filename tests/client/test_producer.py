@@ -49,3 +49,27 @@ def test_a_busy_broker_is_retried_after_a_pause(tmp_path):
                 await p.send(Message("Busy", b"never"))
             assert e.value.code == 2 and "busy" in e.value.remark
     asyncio.run(main())
+
+
+def test_sends_with_a_fresh_cached_route_take_no_route_coroutine_and_follow_a_forgotten_one(tmp_path):
+    """The hot send path reads a fresh cached route in place (no coroutine per send for the queues and
+    the broker's address); once the route is forgotten (a failed send does that) it asks again."""
+    async def main():
+        async with cluster(tmp_path) as c, Producer("PG", c.addr) as p:
+            await p.send(Message("Cached", b"warm"))          # made by this send, through the default route
+
+            async def route_cached():
+                while p.instance.cached_route("Cached") is None:
+                    await p.instance.route("Cached")
+                    await asyncio.sleep(0.02)
+            await asyncio.wait_for(route_cached(), 30)
+            asked = []
+            real_route = p.instance.route
+            p.instance.route = lambda topic, **kw: asked.append(topic) or real_route(topic, **kw)
+            results = [await p.send(Message("Cached", b"m%d" % i)) for i in range(20)]
+            assert asked == [] and all(r.status == SendStatus.SEND_OK for r in results)
+            assert len({r.queue.queue_id for r in results}) > 1          # still round robin over the queues
+            p.instance.forget_route("Cached")
+            assert (await p.send(Message("Cached", b"after"))).status == SendStatus.SEND_OK
+            assert "Cached" in asked
+    asyncio.run(main())

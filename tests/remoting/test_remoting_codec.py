@@ -4,6 +4,7 @@ several frames at once / with trailing garbage, and every malformed-frame error.
 from __future__ import annotations
 
 import json
+import re
 import struct
 
 import pytest
@@ -307,6 +308,21 @@ def test_unencodable_commands_raise_local_protocol_error(cmd):
     with pytest.raises(LocalProtocolError) as info:
         encode(cmd)
     assert info.value.fault == "local"
+
+
+@pytest.mark.parametrize("serialize_type", list(SerializeType))
+@pytest.mark.parametrize("ext, says", [
+    ({"queueId": "0", "topic": "\udc80"}, 'extFields["topic"] is not encodable as UTF-8'),
+    ({"queueId": "0", "\udc80": "x"}, "extFields key is not encodable as UTF-8"),
+])
+def test_an_unencodable_ext_field_is_named(ext, says, serialize_type):
+    with pytest.raises(LocalProtocolError, match=re.escape(says)):
+        encode(RemotingCommand(code=1, ext_fields=ext, serialize_type=serialize_type))
+
+
+def test_ext_field_values_go_out_as_java_strings_and_none_is_left_out():
+    cmd = RemotingCommand(code=1, ext_fields={"i": 7, "t": True, "f": False, "n": None, 5: "five", "s": "x\u0001"})
+    assert json.loads(encode(cmd)[8:])["extFields"] == {"i": "7", "t": "true", "f": "false", "5": "five", "s": "x\u0001"}
 
 
 def test_pop_message_code_travels_in_json():

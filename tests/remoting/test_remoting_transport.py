@@ -228,6 +228,49 @@ def test_request_timeout_then_late_answer_is_dropped(run):
     run(main())
 
 
+def test_each_request_times_out_at_its_own_deadline(run):
+    """One expiry timer per connection, armed at the earliest deadline: a short request in flight beside
+    a long one times out on time, the timer re-arms for the next deadline, and the long one is answered."""
+    async def main():
+        handler = Handler()
+        async with await start_server(handler) as server, RemotingClient(HOST, server.port) as client:
+            long = asyncio.ensure_future(client.invoke(RemotingCommand.create_request(BLOCK), timeout_s=WAIT_S * 4))
+            await handler.until_blocked(1)
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            short = asyncio.ensure_future(client.invoke(RemotingCommand.create_request(BLOCK), timeout_s=0.2))
+            medium = asyncio.ensure_future(client.invoke(RemotingCommand.create_request(BLOCK), timeout_s=0.6))
+            with pytest.raises(RemotingTimeoutError, match="within 0.2s"):
+                await short
+            with pytest.raises(RemotingTimeoutError, match="within 0.6s"):
+                await medium                      # due after the first expiry: the timer was re-armed for it
+            assert loop.time() - began < WAIT_S   # not at the long request's deadline
+            assert not long.done() and client.connection.pending == 1
+            handler.release.set()
+            assert (await long).remark == "released"
+            assert client.connection.pending == 0
+    run(main())
+
+
+def test_requests_in_a_row_share_one_expiry_timer():
+    """Awaited requests one after another do not each make and cancel a loop timer (a sixth of a
+    single send's client CPU): the connection's one expiry timer covers them."""
+    async def main():
+        handler = Handler()
+        async with await start_server(handler) as server, RemotingClient(HOST, server.port) as client:
+            await client.invoke(echo(), timeout_s=WAIT_S)
+            loop = asyncio.get_running_loop()
+            timers = []
+            real_call_at = loop.call_at
+            loop.call_at = lambda when, cb, *args, **kw: timers.append(cb) or real_call_at(when, cb, *args, **kw)
+            for i in range(50):
+                assert (await client.invoke(echo(i), timeout_s=WAIT_S)).get_int("i") == i
+            loop.call_at = real_call_at
+            assert len(timers) <= 2, f"{len(timers)} loop timers for 50 requests"
+    with asyncio.Runner() as r:
+        r.run(asyncio.wait_for(main(), 30))
+
+
 def test_handler_errors_become_system_error_answers(run):
     async def main():
         async with await start_server(Handler()) as server, RemotingClient(HOST, server.port) as client:

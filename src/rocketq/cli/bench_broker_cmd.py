@@ -131,6 +131,9 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
 @click.option("--quick", is_flag=True, help="Small counts everywhere, for a smoke run.")
 @click.option("--only", multiple=True, metavar="WORD",
               help="Run only the systems whose name contains WORD (repeatable), e.g. --only rocketq --only kafka.")
+@click.option("--rows", multiple=True, type=click.Choice(["one", "fast", "sync"]),
+              help="Only these client rows (repeatable): one message per round trip; batched produce with the "
+                   "backlog and end-to-end rows after it; sync durability x64 [default: all].")
 @click.option("--no-tools", "no_tools", is_flag=True,
               help="Leave out the field's load tools (RocketMQ's benchmark workload, Kafka's perf tools: JVMs).")
 @click.option("--tools-only", "tools_only", is_flag=True,
@@ -138,8 +141,8 @@ def bench_replication(runs: int, count: int, json_out: Path | None) -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where report.md, results.json and the charts go [default: bench-results/<timestamp>].")
 @security_options
-def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], no_tools: bool, tools_only: bool,
-                  out_dir: Path | None, security) -> None:
+def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], rows: tuple[str, ...], no_tools: bool,
+                  tools_only: bool, out_dir: Path | None, security) -> None:
     """rocketq (remoting and gRPC) beside Apache RocketMQ (remoting, and gRPC through its proxy), Apache Kafka,
     Redis Streams, NATS JetStream and RabbitMQ streams (whatever is installed; the Java peers need java and
     mvn), interleaved, with each system's durability modes checked by counting sync calls, plus RocketMQ's
@@ -160,7 +163,7 @@ def bench_compare(runs: int, backlog: int, quick: bool, only: tuple[str, ...], n
     with bar:
         results = _explained(security, lambda: run_compare(
             runs=runs, out_dir=out_dir, progress=lambda s: bar.update(task, description=s), security=security,
-            only=only, tools=not no_tools, tools_only=tools_only, **sizes))
+            only=only, tools=not no_tools, tools_only=tools_only, rows=rows, **sizes))
     where = out_dir or "bench-results/"
     out().print(f"report, results.json and charts written to {where}; systems skipped: "
                 f"{', '.join(results['skipped']) or 'none'}")

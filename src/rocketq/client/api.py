@@ -26,7 +26,13 @@ from rocketq.client.model import (
 )
 from rocketq.common import fastjson
 from rocketq.common.message import Message
-from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rocketq.remoting import (
+    LanguageCode,
+    RemotingClient,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+)
 from rocketq.remoting.connection import Handler
 from rocketq.store.record import StoredMessage
 
@@ -36,6 +42,7 @@ PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, PULL_FLAG_SUBSCRIPTION = 0x1, 0x2, 0
 _SEND_STATUS = {ResponseCode.SUCCESS: SendStatus.SEND_OK, ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
                 ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
                 ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
+_SEND_EXPECT = tuple(_SEND_STATUS)
 _PULL_STATUS = {ResponseCode.SUCCESS: PullStatus.FOUND, ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
                 ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
                 ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL}
@@ -79,11 +86,17 @@ class MQClientAPI:
     async def invoke(self, addr: str, code: int, header: dict | None = None, body: bytes = b"", *,
                      timeout_s: float | None = None, expect: tuple[int, ...] = (ResponseCode.SUCCESS,)
                      ) -> RemotingCommand:
-        cmd = RemotingCommand.create_request(code, header or {}, body)
+        return await self.invoke_command(addr, RemotingCommand.create_request(code, header or {}, body),
+                                         timeout_s=timeout_s, expect=expect)
+
+    async def invoke_command(self, addr: str, cmd: RemotingCommand, *, timeout_s: float | None = None,
+                             expect: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        """:meth:`invoke` for a request built already (its extFields ``str -> str``, as a hot path builds them)."""
         if self.credentials is not None:
             sign(cmd, self.credentials.access_key, self.credentials.secret_key)
+        client = self._clients.get(addr) or self.client(addr)
         try:
-            r = await self.client(addr).invoke(cmd, timeout_s=timeout_s or self.timeout_s)
+            r = await client.invoke(cmd, timeout_s=timeout_s or self.timeout_s)
         except MQClientError:
             raise
         except Exception as exc:             # connect / timeout / closed: one error type for callers
@@ -138,11 +151,12 @@ class MQClientAPI:
                    timeout_s: float | None = None) -> SendResult:
         """SEND_MESSAGE_V2 for *msg*, or SEND_BATCH_MESSAGE for *batch* or an *encoded* batch body
         (all of mq's topic; *msg* then only gives the header's topic and flags)."""
-        header = {"a": group, "b": mq.topic, "c": "TBW102", "d": 4, "e": mq.queue_id, "f": msg.sys_flag,
-                  "g": int(time.time() * 1000), "h": msg.flag, "i": msg.properties_string(),
-                  "j": msg.reconsume_times, "k": False}
+        # extFields as the strings they go out as (Java's toString of each value): no normalising copy
+        header = {"a": group, "b": mq.topic, "c": "TBW102", "d": "4", "e": str(mq.queue_id), "f": str(msg.sys_flag),
+                  "g": str(int(time.time() * 1000)), "h": str(msg.flag), "i": msg.properties_string(),
+                  "j": str(msg.reconsume_times), "k": "false"}
         if batch is not None or encoded is not None:
-            header["m"] = True
+            header["m"] = "true"
             try:
                 body = encoded if encoded is not None else _native.encode_send_batch(batch)
             except ValueError as exc:
@@ -152,12 +166,15 @@ class MQClientAPI:
             body = msg.body
             code = RequestCode.SEND_REPLY_MESSAGE_V2 if msg.properties.get("MSG_TYPE") == "reply" \
                 else RequestCode.SEND_MESSAGE_V2          # a reply (request_reply.create_reply_message)
-        r = await self.invoke(addr, code, header, body, timeout_s=timeout_s, expect=tuple(_SEND_STATUS))
+        cmd = RemotingCommand(code, LanguageCode.PYTHON, 0, 0, 0, None, header, body)
+        r = await self.invoke_command(addr, cmd, timeout_s=timeout_s, expect=_SEND_EXPECT)
         uniq = ",".join(m.properties.get("UNIQ_KEY", "") for m in batch) if batch is not None \
             else msg.properties.get("UNIQ_KEY", "")
         f = r.ext_fields
-        return SendResult(_SEND_STATUS[r.code], uniq, f.get("msgId", ""),
-                          MessageQueue(mq.topic, mq.broker_name, int(f.get("queueId", mq.queue_id))),
+        queue_id = f.get("queueId")
+        queue = mq if queue_id is None or queue_id == str(mq.queue_id) else \
+            MessageQueue(mq.topic, mq.broker_name, int(queue_id))
+        return SendResult(_SEND_STATUS[r.code], uniq, f.get("msgId", ""), queue,
                           int(f.get("queueOffset", -1)), f.get("transactionId"), f.get("recallHandle") or None)
 
     async def send_oneway(self, addr: str, mq: MessageQueue, msg: Message, group: str) -> None:

@@ -64,6 +64,13 @@ class ClientInstance:
         self._routes[topic] = (route, time.monotonic())
         return route
 
+    def cached_route(self, topic: str) -> TopicRoute | None:
+        """The topic's cached route while it is fresh (what :meth:`route` would answer without asking), else None."""
+        cached = self._routes.get(topic)
+        if cached is not None and time.monotonic() - cached[1] < ROUTE_REFRESH_S:
+            return cached[0]
+        return None
+
     async def read_addr(self, mq) -> str:
         """Where to read *mq* (and keep its offsets): the master, or a slave while the master is away."""
         route = await self.route(mq.topic)

@@ -118,6 +118,17 @@ class Producer:
             by_broker.setdefault(q.broker_name, []).append(q)
         return [q for qs in by_broker.values() for q in qs[:self.default_topic_queue_nums]]
 
+    def _known_queues(self, topic: str) -> list[MessageQueue] | None:
+        """*topic*'s writable queues from its fresh cached route, without a coroutine; else None (ask :meth:`queues`)."""
+        route = self.instance.cached_route(topic)
+        return route.write_queues() or None if route is not None else None
+
+    def _known_addr(self, mq: MessageQueue) -> str | None:
+        """*mq*'s master from the fresh cached route of its topic, once greeted; else None (ask :meth:`_broker_addr`)."""
+        route = self.instance.cached_route(mq.topic)
+        addr = route.master_of(mq.broker_name) if route is not None else None
+        return addr if addr in self._greeted else None
+
     async def _broker_addr(self, mq: MessageQueue) -> str:
         for topic in (mq.topic, DEFAULT_TOPIC):
             route = await self.instance.route(topic)
@@ -227,7 +238,7 @@ class Producer:
         last: MQClientError | None = None
         attempt, busy_tries, busy_waited = 0, 0, 0.0
         while attempt < attempts:
-            queues = await self.queues(msg.topic) if queue is None else [queue]
+            queues = (self._known_queues(msg.topic) or await self.queues(msg.topic)) if queue is None else [queue]
             if not queues:
                 raise MQClientError(-1, f"topic {msg.topic} has no writable queue")
             if queue is not None:
@@ -240,7 +251,7 @@ class Producer:
                 mq = self._pick(queues, avoid)
             began = time.monotonic()
             try:
-                addr = await self._broker_addr(mq)
+                addr = self._known_addr(mq) or await self._broker_addr(mq)
                 result = await self.instance.api.send(addr, mq, msg, self.group, batch=batch, encoded=encoded,
                                                       timeout_s=self.timeout_s)
                 if self.faults is not None:

@@ -320,6 +320,9 @@ class RemotingClient:
 
     async def invoke(self, cmd: RemotingCommand, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> RemotingCommand:
         """Send *cmd* (its opaque is assigned here) and return the response."""
+        conn = self._conn
+        if conn is not None and not conn.is_closing:        # connected: no deadline arithmetic, no connect()
+            return await conn.send_request(cmd, timeout_s=timeout_s)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         conn = await self.connect(timeout_s)

@@ -29,6 +29,9 @@ from rocketq.bench.compare.fsync_check import check_durability, syncs_before_ack
 from rocketq.bench.compare.systems import SYSTEMS
 
 SIZES = (128, 1024)
+# client rows --rows can pick: one message per round trip; batched produce with the rows that read its
+# messages after it (backlog consume, end-to-end); 64 producers under sync durability
+ROWS = ("one", "fast", "sync")
 WARMUP_SENDS = 500                  # one-at-a-time sends before the timed ones, thrown away
 VERIFY_N = 2000                     # acknowledged sends per durability check (untimed)
 PERCENTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
@@ -112,6 +115,10 @@ class Plan:
     tools_only: bool = False           # only those (a re-run of their rows without the hour of the others)
     tool_seconds: float = 10.0         # timed seconds of each RocketMQ benchmark-tool producer run
     tool_warmup_s: float = 3.0         # seconds of it before the timing starts (JIT, connections)
+    rows: tuple[str, ...] = ()         # only these client rows (ROWS), e.g. ("one", "sync"); () = every row
+
+    def runs_row(self, row: str) -> bool:
+        return not self.rows or row in self.rows
 
     def e2e_rates(self) -> list[tuple[str, int]]:
         low = [("e2e_low", self.e2e_low_rate)] if self.e2e_low_rate and self.e2e_low_rate < self.e2e_rate else []
@@ -161,10 +168,11 @@ def run_compare(*, runs: int = 3, out_dir: Path | None = None, progress: Callabl
                 for cls in systems:                                  # interleaved: A B C A B C
                     label = f"run {run + 1}/{runs}, {size} B: {cls.name}"
                     progress(label)
-                    _reported(cells, label, lambda: _in_own_dir(
-                        Path(tmp) / f"{cls.__name__}-{run}-{size}", cls, False, security,
-                        lambda s: _timed_async(s, size, plan, cells)))
-                    if cls in sync_systems:
+                    if plan.runs_row("one") or plan.runs_row("fast") or plan.tools:
+                        _reported(cells, label, lambda: _in_own_dir(
+                            Path(tmp) / f"{cls.__name__}-{run}-{size}", cls, False, security,
+                            lambda s: _timed_async(s, size, plan, cells)))
+                    if cls in sync_systems and plan.runs_row("sync"):
                         progress(f"{label} (sync durability)")
                         _reported(cells, f"{label} (sync)", lambda: _in_own_dir(
                             Path(tmp) / f"{cls.__name__}-{run}-{size}-sync", cls, True, security,
@@ -226,10 +234,13 @@ def _timed_async(system, size: int, plan: Plan, cells: Cells) -> None:
 def _client_scenarios(system, size: int, plan: Plan, cells: Cells) -> None:
     name, body = system.name, b"m" * size
     _run(system.produce_one(WARMUP_SENDS, body))                   # warm-up, thrown away
-    lat = _run(system.produce_one(plan.one_n, body))
-    cells.cdfs[f"{name} {size} B"] = sorted(x * 1000 for x in lat)[::max(1, len(lat) // 500)]
-    cells.add(name, size, "one", "msgs/s", len(lat) / sum(lat))
-    cells.add_latencies(name, size, "one", lat, ("p50", "p99", "p999"))
+    if plan.runs_row("one"):
+        lat = _run(system.produce_one(plan.one_n, body))
+        cells.cdfs[f"{name} {size} B"] = sorted(x * 1000 for x in lat)[::max(1, len(lat) // 500)]
+        cells.add(name, size, "one", "msgs/s", len(lat) / sum(lat))
+        cells.add_latencies(name, size, "one", lat, ("p50", "p99", "p999"))
+    if not plan.runs_row("fast"):
+        return
     with _Sampler(system.pid) as sampler:
         n, secs = _run(system.produce_fast(system.count("fast", plan.fast_n), body))
     cells.add(name, size, "fast", "msgs/s", n / secs)
