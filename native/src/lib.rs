@@ -21,6 +21,7 @@ pub mod message;
 pub mod msgid;
 pub mod props;
 pub mod pulled;
+pub mod put_result;
 pub mod reads;
 pub mod record;
 pub mod scan;

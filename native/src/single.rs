@@ -20,14 +20,16 @@ use std::sync::Mutex;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 use pyo3::Borrowed;
 
 use crate::batch::{
     as_bytes, check_record, host_arg, illegal, int_field, Which, DETACH_FROM_BYTES, MESSAGE_FIELDS,
 };
 use crate::buffers::Bytes;
+use crate::put_result::ResultMaker;
 use crate::record::{self, Host, NOT_CONSUMABLE};
 use crate::{message, msgid, slots};
 
@@ -65,6 +67,17 @@ pub struct SinglePut {
     check_topic: Py<PyAny>,
     id_prefix: Vec<u8>, // hex of the packed store address + port: how the message ids start
     checked_topic: Mutex<Vec<u8>>, // the last topic name check_topic passed
+    wall_clock: Py<PyAny>, // time.time: a clock read natively when `append` is given it
+    results: Option<ResultMaker>, // makes append's PutMessageResult (None: append unavailable)
+    put_ok: Option<Py<PyAny>>, // PutStatus.PUT_OK
+}
+
+/// What one put wrote.
+struct Put {
+    msg_id: String,
+    queue_offset: i64,
+    queue_id: i64,
+    size: usize,
 }
 
 /// A `Message`'s fields as borrowed pointers: read from its slots, or looked up (then held here).
@@ -98,8 +111,12 @@ impl<'py> Fields<'py> {
 impl SinglePut {
     /// `table` is the CommitLog's queue-offset dict (kept, and advanced by every put); records are
     /// stamped with the store host; `segment_bytes` is the CommitLog's segment size.
+    /// `result_type` and `put_ok` (`PutMessageResult`, `PutStatus.PUT_OK`) are what `append`
+    /// returns; without them only `put` is available.
     #[new]
-    #[pyo3(signature = (table, *, max_body_bytes, store_ip, store_port, segment_bytes, check_topic))]
+    #[pyo3(signature = (table, *, max_body_bytes, store_ip, store_port, segment_bytes, check_topic,
+                        result_type=None, put_ok=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         table: Bound<'_, PyDict>,
         max_body_bytes: usize,
@@ -107,7 +124,10 @@ impl SinglePut {
         store_port: i64,
         segment_bytes: usize,
         check_topic: Bound<'_, PyAny>,
+        result_type: Option<Bound<'_, PyType>>,
+        put_ok: Option<Bound<'_, PyAny>>,
     ) -> PyResult<SinglePut> {
+        let py = table.py();
         let store = host_arg(store_ip, store_port, "store host")?;
         let mut host = store_ip.to_vec();
         host.extend_from_slice(&store.port.to_be_bytes());
@@ -119,6 +139,9 @@ impl SinglePut {
             check_topic: check_topic.unbind(),
             id_prefix: msgid::host_hex(&host),
             checked_topic: Mutex::new(Vec::new()),
+            wall_clock: py.import("time")?.getattr("time")?.unbind(),
+            results: result_type.map(|t| ResultMaker::new(&t)),
+            put_ok: put_ok.map(Bound::unbind),
         })
     }
 
@@ -136,6 +159,84 @@ impl SinglePut {
         physical_offset: i64,
         store_timestamp: i64,
     ) -> PyResult<(String, i64, usize)> {
+        let put = self.encode(py, msg, dest, pos, physical_offset, store_timestamp)?;
+        Ok((put.msg_id, put.queue_offset, put.size))
+    }
+
+    /// `put` at the write position of `segment` (a `MappedFile`, the caller holding the put lock),
+    /// stamped with `clock()` in milliseconds (read natively when `clock` is `time.time`), then the
+    /// segment advanced past it as `MappedFile.advance` does (`wrote`, and `committed` when it has no
+    /// transient buffer) and its `store_timestamp` set; returns the
+    /// `PutMessageResult` (PUT_OK).  Raises as `put` does, with the segment unchanged.
+    fn append<'py>(
+        &self,
+        py: Python<'py>,
+        msg: &Bound<'py, PyAny>,
+        segment: &Bound<'py, PyAny>,
+        clock: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (Some(results), Some(put_ok)) = (&self.results, &self.put_ok) else {
+            return Err(PyValueError::new_err(
+                "SinglePut.append needs result_type and put_ok",
+            ));
+        };
+        let store_ts = self.now_ms(clock)?;
+        let pos: usize = segment.getattr(intern!(py, "wrote"))?.extract()?;
+        let base: i64 = segment
+            .getattr(intern!(py, "file_from_offset"))?
+            .extract()?;
+        let dest = segment.call_method0(intern!(py, "write_target"))?;
+        let phys = base + pos as i64;
+        let put = self.encode(py, msg, &dest, pos, phys, store_ts)?;
+        // `segment.advance(size)` without a Python frame: the fit was checked against
+        // `segment_bytes` (the segment's size) before writing, so only the positions move.
+        let end = (pos + put.size).into_pyobject(py)?;
+        segment.setattr(intern!(py, "wrote"), &end)?;
+        if segment.getattr(intern!(py, "write_buffer"))?.is_none() {
+            segment.setattr(intern!(py, "committed"), &end)?;
+        }
+        let ts = store_ts.into_pyobject(py)?.into_any();
+        segment.setattr(intern!(py, "store_timestamp"), &ts)?;
+        results.make(
+            py,
+            [
+                put_ok.bind(py).clone(),
+                PyString::new(py, &put.msg_id).into_any(),
+                phys.into_pyobject(py)?.into_any(),
+                put.queue_offset.into_pyobject(py)?.into_any(),
+                put.queue_id.into_pyobject(py)?.into_any(),
+                put.size.into_pyobject(py)?.into_any(),
+                ts,
+                py.None().into_bound(py),
+            ],
+        )
+    }
+}
+
+impl SinglePut {
+    /// The store time in milliseconds: `int(clock() * 1000)`, the wall clock read here when `clock`
+    /// is `time.time` (a Python call and a float less per put).
+    fn now_ms(&self, clock: &Bound<'_, PyAny>) -> PyResult<i64> {
+        if clock.is(self.wall_clock.bind(clock.py())) {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_err(|_| PyValueError::new_err("the system clock is before 1970"))?;
+            return i64::try_from(now.as_millis())
+                .map_err(|_| PyValueError::new_err("the system clock is out of range"));
+        }
+        let seconds: f64 = clock.call0()?.extract()?;
+        Ok((seconds * 1000.0) as i64)
+    }
+
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        msg: &Bound<'py, PyAny>,
+        dest: &Bound<'py, PyAny>,
+        pos: usize,
+        physical_offset: i64,
+        store_timestamp: i64,
+    ) -> PyResult<Put> {
         let which = Which::Index(0);
         let f = Fields::of(msg)?;
         if int_field(&f.get(py, DELAY_LEVEL), which, "delay_level")? != 0 {
@@ -262,15 +363,14 @@ impl SinglePut {
         if let Some(k) = key {
             table.set_item(k, queue_offset + 1)?;
         }
-        Ok((
-            msgid::one(&self.id_prefix, physical_offset),
+        Ok(Put {
+            msg_id: msgid::one(&self.id_prefix, physical_offset),
             queue_offset,
+            queue_id,
             size,
-        ))
+        })
     }
-}
 
-impl SinglePut {
     /// `check_topic(topic)` unless `topic` is the last name it passed.
     fn check_topic(&self, topic: &Bound<'_, PyString>) -> PyResult<()> {
         let name = topic.to_str()?.as_bytes();

@@ -95,7 +95,15 @@ class SinglePut:
     segment's write position, its queue offset taken from and advanced in *table*."""
 
     def __init__(self, table: dict[tuple[str, int], int], *, max_body_bytes: int, store_ip: bytes, store_port: int,
-                 segment_bytes: int, check_topic: Callable[[str], str | None]) -> None: ...
+                 segment_bytes: int, check_topic: Callable[[str], str | None], result_type: type | None = None,
+                 put_ok: object = None) -> None: ...
+
+    def append(self, msg, segment, clock: Callable[[], float]):
+        """``put`` at *segment*'s write position (a ``MappedFile``; the caller holds the put lock), stamped
+        ``int(clock() * 1000)`` (read natively when *clock* is ``time.time``); the segment is advanced as
+        ``MappedFile.advance`` does and its ``store_timestamp`` set; returns ``result_type(put_ok, msg id,
+        physical offset, queue offset, queue id, record bytes, store timestamp, None)``, made without
+        running its ``__init__`` when it is a slots dataclass.  Raises as ``put`` does, nothing changed."""
 
     def put(self, msg, dest, pos: int, physical_offset: int, store_timestamp: int) -> tuple[str, int, int]:
         """Encode *msg* at ``dest[pos:]`` (the segment's mapping or transient buffer) as the log's bytes at

@@ -65,3 +65,6 @@ def test_bench_store_only_the_batch_step_with_its_cpu_split(invoke, tmp_path):
     detail = scenarios["append"]["runs"][0]["detail"]
     assert set(detail["cpu_s"]) == {"writer", "dispatch", "other"} and detail["cpu_s"]["writer"] > 0
     assert detail["writer_alone_msgs_per_s"] > scenarios["append"]["median"]     # the writer alone is faster
+    split = detail["writer_time_s"]             # on CPU / waiting for one / blocked, adding up to the append time
+    assert set(split) == {"on_cpu", "runnable", "blocked"} and split["on_cpu"] > 0
+    assert sum(split.values()) == pytest.approx(detail["append_s"], rel=0.05, abs=0.01)

@@ -222,17 +222,20 @@ def append_and_read(root: Path, n: int) -> dict[str, Measurement]:
     groups = batches(n)
     with fresh_store(root) as store:
         cpu0 = _thread_cpu_s()
+        sched0 = _writer_schedstat()
         t0 = time.perf_counter()
         t_last = _put_batches(store, groups)
+        sched = _writer_time_split(sched0, t_last - t0)
         t_done = _wait_dispatched(store)
         cpu = _cpu_split(cpu0, _thread_cpu_s())
         del groups
         read_rate = _read_back(store, n)
     lag = t_done - t_last
     split = ", ".join(f"{name} {s:.2f}" for name, s in cpu.items())
-    append = Measurement(n / (t_done - t0), f"dispatch lag {lag:.3f} s; CPU s: {split}",
+    where = "" if sched is None else "; writer s: " + ", ".join(f"{name} {s:.2f}" for name, s in sched.items())
+    append = Measurement(n / (t_done - t0), f"dispatch lag {lag:.3f} s; CPU s: {split}{where}",
                          {"messages": n, "seconds": t_done - t0, "dispatch_lag_s": lag, "append_s": t_last - t0,
-                          "cpu_s": cpu, **{f"{name}_alone_msgs_per_s": n / s for name, s in cpu.items()
+                          "cpu_s": cpu, "writer_time_s": sched, **{f"{name}_alone_msgs_per_s": n / s for name, s in cpu.items()
                                            if name in ("writer", "dispatch") and s > 0}})
     return {"append": append, "dispatch_lag": Measurement(lag, detail={"append_s": t_last - t0}),
             "read": Measurement(read_rate, detail={"messages": n})}
@@ -249,6 +252,26 @@ def _thread_cpu_s() -> dict[str, float]:
         except (AttributeError, OSError, TypeError):      # not Linux/BSD, or the thread just ended
             continue
     return out
+
+
+def _writer_schedstat() -> tuple[int, int] | None:
+    """(ns on a CPU, ns runnable but waiting for one) of the calling thread (Linux schedstat), or None."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            on_cpu, waiting = f.read().split()[:2]
+        return int(on_cpu), int(waiting)
+    except (OSError, ValueError):
+        return None
+
+
+def _writer_time_split(before: tuple[int, int] | None, wall_s: float) -> dict[str, float] | None:
+    """Where the writer's append time went: on a CPU, runnable but waiting for a CPU (other work on
+    the machine), and blocked (the GIL, the put lock, page faults waiting on I/O: what remains)."""
+    after = _writer_schedstat()
+    if before is None or after is None:
+        return None
+    on_cpu, waiting = (after[0] - before[0]) / 1e9, (after[1] - before[1]) / 1e9
+    return {"on_cpu": on_cpu, "runnable": waiting, "blocked": max(0.0, wall_s - on_cpu - waiting)}
 
 
 def _cpu_split(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

@@ -14,8 +14,9 @@ batch bigger than a segment is refused.  Prepared and rolled-back transaction re
 offset 0 and do not advance the table: they never reach a consume queue.
 
 A single message (no delay level) skips the batch: :meth:`CommitLog.append_message` has the native
-``SinglePut`` read, check and encode it straight into the segment in one call under the lock, and
-build its message id; the records are the same bytes as the batch path's.
+``SinglePut`` read the clock, read, check and encode the message straight into the segment, advance
+the segment and build the result (message id included) in one call under the lock; the records are
+the same bytes as the batch path's.
 
 Invariants: records are contiguous from the first segment's start; every record's PHYSICALOFFSET
 field equals its position; the queue-offset table only grows.  This module knows nothing about
@@ -58,7 +59,8 @@ class CommitLog:
         self.put_lock = threading.Lock()
         self.last_store_timestamp = 0
         self._single = _native.SinglePut(self.queue_offsets, max_body_bytes=max_message_size, store_ip=store_host.ip,
-                                         store_port=store_host.port, segment_bytes=file_size, check_topic=topic_error)
+                                         store_port=store_host.port, segment_bytes=file_size, check_topic=topic_error,
+                                         result_type=PutMessageResult, put_ok=PutStatus.PUT_OK)
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -97,22 +99,17 @@ class CommitLog:
             with self.put_lock:
                 files = self.files.files
                 mf = files[-1] if files else self._segment_for(0)
-                store_ts = int(clock() * 1000)
                 while True:
-                    pos = mf.wrote
-                    first = mf.file_from_offset + pos
-                    try:
-                        msg_id, queue_offset, size = self._single.put(msg, mf.write_target(), pos, first, store_ts)
+                    try:   # read, check, encode, advance the segment and make the result: one native call
+                        result = self._single.append(msg, mf, clock)
                         break
                     except _native.SegmentFull as full:     # once per segment: close it, go on in the next
                         mf = self._segment_for(full.args[0])
-                mf.advance(size)
-                mf.store_timestamp = store_ts
-                self.last_store_timestamp = store_ts
+                self.last_store_timestamp = result.store_timestamp
                 on_appended(1)
         except _native.BatchError as exc:
             raise PutError(PutStatus[exc.args[0]], exc.args[1]) from None
-        return PutMessageResult(PutStatus.PUT_OK, msg_id, first, queue_offset, msg.queue_id, size, store_ts)
+        return result
 
     def _segment_for(self, total: int) -> MappedFile:
         """The segment the next *total* bytes go to, closing the current one with a blank if needed."""

@@ -72,12 +72,12 @@ class StoreWrites:
         return None if refused is None else PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error=refused)
 
     def _append_one(self, msg: Message) -> PutMessageResult:
-        refused = self._refusal()
-        if refused is not None:
-            return refused
+        dispatcher = self.dispatcher
+        if not self.running or dispatcher.blocked is not None or self.cleaner.full is not None:
+            return self._refusal()
         try:
             if not msg.delay_level:
-                return self.commitlog.append_message(msg, self._clock, self.dispatcher.notify_appended)
+                return self.commitlog.append_message(msg, self._clock, dispatcher.notify_appended)
             batch = self._preparer.messages([msg])     # policy: re-addressed to the schedule topic
         except PutError as exc:
             return PutMessageResult(exc.status, error=exc.reason)
