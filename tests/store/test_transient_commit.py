@@ -1,0 +1,152 @@
+"""The transient store pool's commit writes the buffer to the file with pwrite, never through the mapping.
+
+What the tests watch: the segment's mapping in this process (``/proc/self/smaps``: pages mapped,
+pages dirtied through it).  A commit with ``pwrite`` puts the bytes in the page cache without
+mapping a page; a copy into the mapping (or a warm-up / prefault of it) maps every page it
+touches, and the kernel zeroes each fresh one first.  The bytes must still be what a reader sees
+through the mapping and what the file holds.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+
+from store_helpers import new_seed, wait_until
+from test_prefault import _dirty_kb, _smaps_kb
+
+from rocketq.store import Message, MessageStore, StoreConfig
+from rocketq.store import allocator
+from rocketq.store.allocator import AllocateService
+from rocketq.store.mapped_file import OS_PAGE_SIZE, MappedFile
+from rocketq.store.transient_pool import TransientStorePool
+
+SIZE = 4 << 20
+MAPPED_SLACK_KB = 16          # a few pages: what madvise / fault-around may map besides what a test touched
+
+
+def _pooled(tmp_path, pool: TransientStorePool | None = None) -> MappedFile:
+    mf = MappedFile(tmp_path / f"{0:020d}", SIZE, transient_pool=pool or TransientStorePool(1, SIZE))
+    assert mf.write_buffer is not None
+    return mf
+
+
+def test_a_commit_writes_the_file_without_mapping_a_page(tmp_path):
+    data = os.urandom((1 << 20) + 100)
+    mf = _pooled(tmp_path)
+    try:
+        mf.append(data)
+        assert mf.commit() == len(data) and mf.committed == len(data)
+        assert _smaps_kb(mf.path, "Rss") <= MAPPED_SLACK_KB, "the commit went through the mapping"
+        assert os.pread(os.open(mf.path, os.O_RDONLY), len(data), 0) == data
+        assert mf.read(0, len(data)) == data                      # readers: the mapping, the same page cache
+    finally:
+        mf.close()
+
+
+def test_a_pooled_segment_is_neither_warmed_nor_prefaulted(tmp_path):
+    mf = _pooled(tmp_path)
+    try:
+        mf.append(b"x" * 5000)
+        mf.prefault()
+        mf.warm()
+        assert _smaps_kb(mf.path, "Rss") <= MAPPED_SLACK_KB and _dirty_kb(mf.path) == 0
+    finally:
+        mf.close()
+
+
+def test_commits_of_any_size_leave_the_file_equal_to_what_was_appended(tmp_path):
+    """Appends and commits of random sizes, commits ending mid-page (the next one rewrites that page
+    from its start): the file, the mapping and read() agree with the bytes appended."""
+    seed = new_seed()
+    rng = random.Random(seed)
+    mf = _pooled(tmp_path)
+    expected = bytearray()
+    try:
+        while mf.remaining > 0:
+            chunk = rng.randbytes(min(mf.remaining, rng.choice((1, 7, 100, 4095, 4096, 4097, 70_000, 300_000))))
+            mf.append(chunk)
+            expected += chunk
+            if rng.random() < 0.4:
+                mf.commit()
+                assert mf.committed == mf.wrote, f"seed {seed}"
+            pos = rng.randrange(len(expected))
+            size = rng.randrange(min(len(expected) - pos, 10_000)) + 1
+            assert mf.read(pos, size) == expected[pos:pos + size], f"seed {seed}: read({pos}, {size})"
+        mf.commit()
+        assert mf.write_buffer is None, f"seed {seed}: a full, committed segment gives its buffer back"
+        with open(mf.path, "rb") as f:
+            assert f.read() == expected, f"seed {seed}"
+        assert mf.buffer()[:] == expected, f"seed {seed}"
+    finally:
+        mf.close()
+
+
+def test_opening_a_pooled_store_with_warm_up_on_leaves_its_segment_alone(tmp_path):
+    """warmMapedFileEnable warms the first segment while the store opens: not a pooled one."""
+    cfg = StoreConfig(store_path=tmp_path / "s", commitlog_file_size=SIZE, consume_queue_entries=1000, index_slots=101,
+                      index_max_entries=400, transient_store_pool_enable=True, warm_mapped_file_enable=True)
+    with MessageStore(cfg) as store:
+        segment = store.commitlog.files.last
+        assert segment.write_buffer is not None
+        assert _smaps_kb(segment.path, "Rss") <= MAPPED_SLACK_KB and _dirty_kb(segment.path) == 0
+        assert store.put_message(Message(topic="P", body=b"x")).ok
+
+
+def test_the_allocator_follows_only_segments_written_through_their_mapping(tmp_path, monkeypatch):
+    """A pool of one: the first segment is pooled (not followed), the one made ahead finds the pool
+    empty and is written through its mapping (followed, prefaulted from its start)."""
+    calls = []
+    real = MappedFile.prefault
+    monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: (calls.append((self.path.name, end)),
+                                                                          real(self, end)))
+    monkeypatch.setattr(allocator, "PREFAULT_AHEAD_BYTES", 1 << 20)
+    monkeypatch.setattr(allocator, "PREFAULT_MIN_STEP_BYTES", 256 << 10)
+    pool = TransientStorePool(1, SIZE)
+    first, second = (tmp_path / f"{i * SIZE:020d}" for i in range(2))
+    service = AllocateService(lambda p: MappedFile(p, SIZE, transient_pool=pool), prefault=True)
+    try:
+        mf = service.get(first, second)
+        assert mf.write_buffer is not None
+        assert wait_until(lambda: second in service._ready)
+        mf.wrote = SIZE - (512 << 10)          # a followed segment's window would now spill into the second
+        nxt = service.get(second, None)        # (no third made: a segment's creation syncs the directory)
+        assert nxt.write_buffer is None
+        assert wait_until(lambda: (second.name, 1 << 20) in calls), calls
+        assert [c for c in calls if c[0] == first.name] == [], calls
+    finally:
+        service.shutdown()
+        mf.close(flush=False)
+
+
+def test_readers_see_committed_bytes_while_the_commit_thread_writes(tmp_path):
+    """The commit runs on its own thread (as the store's CommitService does) while the writer appends
+    and a reader reads committed ranges through the mapping."""
+    seed = new_seed()
+    rng = random.Random(seed)
+    mf = _pooled(tmp_path)
+    payload = rng.randbytes(SIZE)
+    stop = threading.Event()
+
+    def committer():
+        while not stop.is_set():
+            mf.commit()
+
+    thread = threading.Thread(target=committer, name="test-commit")
+    thread.start()
+    try:
+        while mf.remaining:
+            n = min(mf.remaining, rng.randrange(1, 3 * OS_PAGE_SIZE))
+            mf.append(payload[mf.wrote:mf.wrote + n])
+            done = mf.committed
+            if done:
+                pos = rng.randrange(done)
+                assert mf.buffer()[pos:done] == payload[pos:done], f"seed {seed}: committed [{pos}, {done})"
+    finally:
+        stop.set()
+        thread.join(10)
+    mf.commit()
+    with open(mf.path, "rb") as f:
+        assert f.read() == payload, f"seed {seed}"
+    mf.close()
