@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import threading
+import time
 
 from store_helpers import new_seed, wait_until
 from test_prefault import _dirty_kb, _smaps_kb
@@ -95,8 +96,8 @@ def test_opening_a_pooled_store_with_warm_up_on_leaves_its_segment_alone(tmp_pat
 
 
 def test_the_allocator_follows_only_segments_written_through_their_mapping(tmp_path, monkeypatch):
-    """A pool of one: the first segment is pooled (not followed), the one made ahead finds the pool
-    empty and is written through its mapping (followed, prefaulted from its start)."""
+    """A pool of one: the first segment is pooled (not followed), the second finds the pool empty and
+    is written through its mapping (followed, prefaulted from its start)."""
     calls = []
     real = MappedFile.prefault
     monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: (calls.append((self.path.name, end)),
@@ -107,11 +108,11 @@ def test_the_allocator_follows_only_segments_written_through_their_mapping(tmp_p
     first, second = (tmp_path / f"{i * SIZE:020d}" for i in range(2))
     service = AllocateService(lambda p: MappedFile(p, SIZE, transient_pool=pool), prefault=True)
     try:
-        mf = service.get(first, second)
+        mf = service.get(first, None)          # (none made ahead: it could take the buffer first)
         assert mf.write_buffer is not None
-        assert wait_until(lambda: second in service._ready)
-        mf.wrote = SIZE - (512 << 10)          # a followed segment's window would now spill into the second
-        nxt = service.get(second, None)        # (no third made: a segment's creation syncs the directory)
+        assert wait_until(lambda: service._followed is None or calls)      # followed it would be prefaulted now
+        mf.wrote = SIZE - (512 << 10)
+        nxt = service.get(second, None)
         assert nxt.write_buffer is None
         assert wait_until(lambda: (second.name, 1 << 20) in calls), calls
         assert [c for c in calls if c[0] == first.name] == [], calls
@@ -150,3 +151,28 @@ def test_readers_see_committed_bytes_while_the_commit_thread_writes(tmp_path):
     with open(mf.path, "rb") as f:
         assert f.read() == payload, f"seed {seed}"
     mf.close()
+
+
+def _thread_cpu_s(name: str) -> float:
+    thread = next(t for t in threading.enumerate() if t.name == name)
+    fields = open(f"/proc/self/task/{thread.native_id}/stat").read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_the_dispatcher_waits_for_the_commit_instead_of_spinning(tmp_path):
+    """Appended but uncommitted bytes cannot be dispatched; the dispatch thread must sleep until the
+    commit moves (and then dispatch at once), not walk nothing in a loop - that loop cost the broker
+    more CPU than the rest of the pool path together."""
+    cfg = StoreConfig(store_path=tmp_path / "s", commitlog_file_size=SIZE, consume_queue_entries=1000, index_slots=101,
+                      index_max_entries=400, transient_store_pool_enable=True, commit_interval_commitlog_ms=60_000,
+                      commit_commitlog_least_pages=0, commit_commitlog_thorough_interval_ms=60_000)
+    with MessageStore(cfg) as store:
+        assert store.put_messages([Message(topic="P", body=b"x" * 100, queue_id=0)] * 50).ok
+        assert store.commitlog.files.last.committed == 0
+        cpu0, wall0 = _thread_cpu_s("rocketq-dispatch"), time.monotonic()
+        threading.Event().wait(0.5)                    # a window to measure the thread's CPU in, not a wait for a state
+        spent = _thread_cpu_s("rocketq-dispatch") - cpu0
+        assert spent < 0.1 * (time.monotonic() - wall0), f"the dispatcher spun: {spent:.2f} CPU-s while nothing was readable"
+        assert store.max_offset("P", 0) == 0
+        store._committer.wakeup()                      # the commit thread commits (least pages 0) and wakes the dispatcher
+        assert wait_until(lambda: store.max_offset("P", 0) == 50, timeout_s=5)
