@@ -13,12 +13,12 @@ import os
 import random
 import threading
 import time
+from pathlib import Path
 
 from store_helpers import new_seed, wait_until
 from test_prefault import _dirty_kb, _smaps_kb
 
-from rocketq.store import Message, MessageStore, StoreConfig
-from rocketq.store import allocator
+from rocketq.store import Message, MessageStore, StoreConfig, allocator
 from rocketq.store.allocator import AllocateService
 from rocketq.store.mapped_file import OS_PAGE_SIZE, MappedFile
 from rocketq.store.transient_pool import TransientStorePool
@@ -40,7 +40,7 @@ def test_a_commit_writes_the_file_without_mapping_a_page(tmp_path):
         mf.append(data)
         assert mf.commit() == len(data) and mf.committed == len(data)
         assert _smaps_kb(mf.path, "Rss") <= MAPPED_SLACK_KB, "the commit went through the mapping"
-        assert os.pread(os.open(mf.path, os.O_RDONLY), len(data), 0) == data
+        assert mf.path.read_bytes()[:len(data)] == data
         assert mf.read(0, len(data)) == data                      # readers: the mapping, the same page cache
     finally:
         mf.close()
@@ -155,7 +155,7 @@ def test_readers_see_committed_bytes_while_the_commit_thread_writes(tmp_path):
 
 def _thread_cpu_s(name: str) -> float:
     thread = next(t for t in threading.enumerate() if t.name == name)
-    fields = open(f"/proc/self/task/{thread.native_id}/stat").read().rpartition(")")[2].split()
+    fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
