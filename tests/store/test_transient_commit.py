@@ -9,13 +9,19 @@ through the mapping and what the file holds.
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
 
-from store_helpers import new_seed, wait_until
+import pytest
+from store_helpers import new_seed, subprocess_env, wait_until
 from test_prefault import _dirty_kb, _smaps_kb
 
 from rocketq.store import Message, MessageStore, StoreConfig, allocator
@@ -176,3 +182,59 @@ def test_the_dispatcher_waits_for_the_commit_instead_of_spinning(tmp_path):
         assert store.max_offset("P", 0) == 0
         store._committer.wakeup()                      # the commit thread commits (least pages 0) and wakes the dispatcher
         assert wait_until(lambda: store.max_offset("P", 0) == 50, timeout_s=5)
+
+
+COMMITTED_WRITER = textwrap.dedent("""
+    import json, sys, threading, time
+    from rocketq.store import MessageStore, StoreConfig, Message
+    store = MessageStore(StoreConfig(**json.loads(sys.argv[1]))).start()
+    sys.stdout.write("ready\\n"); sys.stdout.flush()
+    for i in range(int(sys.argv[2])):
+        r = store.put_message(Message(topic="Crash", body=(("s%d|" % i).encode()) * (1 + i % 40), queue_id=i % 3))
+        assert r.status == "PUT_OK", r
+        sys.stdout.write("%d s%d\\n" % (r.physical_offset, i))
+    sys.stdout.flush()
+    files, deadline, tick = store.commitlog.files.files, time.monotonic() + 10, threading.Event()
+    while any(mf.committed < mf.wrote for mf in files) and time.monotonic() < deadline:
+        tick.wait(0.005)                  # the store's own commit service does the work
+    committed = all(mf.committed == mf.wrote for mf in files)
+    sys.stdout.write("committed %s flushed %d\\n" % (committed, store.commitlog.flushed_offset()))
+    sys.stdout.flush()
+    sys.stdin.read()                      # idle until killed
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_committed_but_unflushed_pool_data_survives_a_kill(tmp_path):
+    """The commit writes to the file (the page cache), which outlives the process: with flushing held
+    off, everything committed before a SIGKILL is there after the restart, bodies intact."""
+    seed = new_seed()
+    rng = random.Random(seed)
+    settings = {"store_path": str(tmp_path / "store"), "flush_disk_type": "ASYNC_FLUSH", "commitlog_file_size": 64 << 10,
+                "consume_queue_entries": 200, "message_index_enable": False, "transient_store_pool_enable": True,
+                "transient_store_pool_size": 2, "commit_interval_commitlog_ms": 5, "commit_commitlog_least_pages": 0,
+                "flush_interval_commitlog_ms": 60_000, "flush_commitlog_least_pages": 100_000,
+                "flush_commitlog_thorough_interval_ms": 600_000}
+    count = rng.randrange(300, 700)                     # two to four 64 KiB segments; the first ones pooled
+    with open(tmp_path / "writer.stderr", "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", COMMITTED_WRITER, json.dumps(settings), str(count)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=subprocess_env())
+    try:
+        assert proc.stdout.readline().strip() == b"ready", (tmp_path / "writer.stderr").read_text()[-2000:]
+        acks = [proc.stdout.readline().decode().split() for _ in range(count)]
+        state = proc.stdout.readline().decode().split()
+        assert state[:2] == ["committed", "True"], (seed, state, (tmp_path / "writer.stderr").read_text()[-2000:])
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        proc.stdin.close()
+        proc.stdout.close()
+    assert int(state[3]) < int(acks[-1][0]), f"seed {seed}: flushed ({state}): the test needs unflushed data"
+    with MessageStore(StoreConfig(**settings)) as store:
+        assert store.recovery.abnormal, f"seed {seed}"
+        lost = [tag for phy, tag in acks if (m := store.read_message(int(phy))) is None
+                or m.body != (tag + "|").encode() * (1 + int(tag[1:]) % 40)]
+        assert not lost, (f"seed {seed}: {len(lost)} of {count} committed messages gone after the kill "
+                          f"(flushed before it: {state[3]}); first: {lost[:3]}")
