@@ -23,7 +23,9 @@ only compare's classes and the broker's metrics.  ``--threads`` adds the CPU eac
 threads spent in the row (``/proc/<pid>/task``, the threads named by ``py-spy dump``): the event
 loop, the dispatcher, the flush services, the allocator.  ``--hold S`` waits S seconds between the
 preamble and the row (to attach a profiler: the server's pid is printed first, "row in S s" then).
-Every run prints one JSON line, the load average beside its figures.
+Every run prints one JSON line, the load average beside its figures.  ``--set KEY=VALUE``
+(repeatable) passes a store or broker setting to ``rocketq serve`` (e.g. ``--set
+transientStorePoolEnable=true``), for A/B runs of one setting.
 """
 
 from __future__ import annotations
@@ -97,11 +99,28 @@ def group_commit_syncs(pid: int) -> tuple[float, float] | None:
     return None
 
 
+class _Configured(Rocketq):
+    """compare's rocketq, its ``rocketq serve`` given extra ``--set KEY=VALUE`` arguments."""
+
+    def __init__(self, root: Path, *, sync: bool, settings: list[str]):
+        super().__init__(root, sync=sync)
+        self._settings = [arg for kv in settings for arg in ("--set", kv)]
+
+    def start(self) -> None:
+        if not self._settings:
+            return super().start()
+        from rocketq.bench.broker_bench import ServeProcess
+        flush = ["--flush-disk-type", "SYNC_FLUSH"] if self.sync else []
+        self._serve = ServeProcess(self.root, *flush, *self._settings, grpc=self.serves_grpc).__enter__()
+        self.proc, self.namesrv = self._serve.proc, self._serve.namesrv
+        self._topic = f"T{time.monotonic_ns()}"
+
+
 def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: float, plan: Plan,
-            one: bool = False) -> dict:
+            one: bool = False, settings: list[str] = ()) -> dict:
     body = b"m" * size
     with tempfile.TemporaryDirectory() as tmp:
-        system = Rocketq(Path(tmp), sync=sync)
+        system = _Configured(Path(tmp), sync=sync, settings=list(settings))
         system.start()
         try:
             print(f"serve pid {system.pid}", file=sys.stderr, flush=True)
@@ -124,7 +143,7 @@ def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: flo
                 else:
                     n, _secs = _run(system.produce_fast(plan.fast_n, body))
                 secs = time.perf_counter() - t0
-            row = {"size": size, "row": "sync64" if sync else "one" if one else "fast", "msgs": n,
+            row = {"size": size, "row": "sync64" if sync else "one" if one else "fast", "set": list(settings), "msgs": n,
                    "msgs_per_s": round(n / sum(lat)) if one else round(n / secs),
                    "cpu_s_per_M": round(sampler.cpu_s * 1e6 / n, 2), "load_before": round(load0, 2),
                    "load_after": round(os.getloadavg()[0], 2)}
@@ -157,6 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", action="store_true", help="CPU per broker thread")
     ap.add_argument("--hold", type=float, default=0.0, help="seconds to wait before the row (attach a profiler)")
     ap.add_argument("--messages", type=int, help="messages in the row [default: compare's]")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting for rocketq serve (repeatable), e.g. transientStorePoolEnable=true")
     args = ap.parse_args(argv)
     plan = Plan()
     if args.sync and args.one:
@@ -166,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(args.runs):
         for size in args.size or (128, 1024):
             print(json.dumps(one_run(size, sync=args.sync, preamble=not args.no_preamble, threads=args.threads,
-                                     hold_s=args.hold, plan=plan, one=args.one)), flush=True)
+                                     hold_s=args.hold, plan=plan, one=args.one, settings=args.set)), flush=True)
 
 
 if __name__ == "__main__":

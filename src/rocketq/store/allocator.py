@@ -15,6 +15,10 @@ of the current one.  A segment is never populated whole: that cost a second of k
 GiB on the other core whether or not the segment was ever written (a fresh store's next segment,
 made as soon as the first is handed out), and competed with the writer and the dispatcher.
 
+A segment with a transient-pool buffer is neither warmed nor followed: its commit writes it with
+``pwrite`` (:mod:`rocketq.store.mapped_file`), nobody writes through its mapping, and populating it
+would make the kernel zero every page the write then overwrites.
+
 The request queue holds at most two paths (next and next-next); a failed preallocation is
 remembered and reported to the writer, who then tries once in the foreground and returns
 ``CREATE_MAPPED_FILE_FAILED`` if that fails too.
@@ -81,7 +85,8 @@ class AllocateService:
         """Prefault ahead of the writer in *mf*, the segment appended to from now on."""
         if self._prefault and not self._warm:
             with self._cond:
-                self._followed, self._populated = mf, self._spilled.pop(mf.path, 0)
+                self._followed = mf if mf.write_buffer is None else None     # pooled: written with pwrite
+                self._populated = self._spilled.pop(mf.path, 0)
                 self._cond.notify_all()
 
     def _run(self) -> None:
@@ -97,7 +102,7 @@ class AllocateService:
                 continue
             try:
                 mf: MappedFile | BaseException = self._factory(path)
-                if self._warm:
+                if self._warm and mf.write_buffer is None:   # (a pooled segment is written with pwrite)
                     mf.warm(sync=self._sync_warm)   # RocketMQ's warm-up: the whole segment, as it is made
             except Exception as exc:   # reported to the writer when it asks for this path
                 mf = exc
@@ -138,8 +143,8 @@ class AllocateService:
         with self._cond:
             nxt = self._ready.get(path)
             done = self._spilled.get(path, 0)
-        if not isinstance(nxt, MappedFile) or (end - done < PREFAULT_MIN_STEP_BYTES and end < nxt.file_size) \
-                or done >= min(end, nxt.file_size):
+        if not isinstance(nxt, MappedFile) or nxt.write_buffer is not None \
+                or (end - done < PREFAULT_MIN_STEP_BYTES and end < nxt.file_size) or done >= min(end, nxt.file_size):
             return
         nxt.prefault(end)
         with self._cond:

@@ -24,7 +24,9 @@ a message's end-to-end latency wait on, while batch sends keep the thread.
 A run is dispatched whole or not at all as far as ``dispatched_offset`` is concerned: the sinks skip
 what they already hold (units below a queue's end, index entries at or below its newest offset), so
 walking a run again after a failure is harmless.  In transient-store-pool mode only bytes committed
-to the mapping are dispatched, as RocketMQ's reput reads only up to the committed position.
+to the file are dispatched, as RocketMQ's reput reads only up to the committed position; while the
+rest waits for the commit thread, the dispatcher waits too (the commit wakes it, :meth:`Dispatcher.wake`)
+instead of walking nothing again and again.
 
 Sinks implement ``dispatch(run)``; the store wires :class:`ConsumeQueueSink` and :class:`IndexSink`,
 and listeners (long polling) get ``(topic, queue_id, next_offset)``.
@@ -62,6 +64,7 @@ LOOP_DRAIN_BYTES = 4 << 20     # per event-loop callback (drive_from), so one dr
 LOOP_BATCH_MAX = 16            # with drive_from, appends smaller than this are dispatched on the loop
 LOOP_RETRY_S = 0.001           # the loop's next look when the thread was draining
 THREAD_DRAIN_BYTES = 64 << 20  # per walk of the thread, so waiters are told about progress in between
+UNCOMMITTED_WAIT_S = 0.05      # longest wait for a transient-pool commit (it wakes the thread; this bounds a lost wake)
 RETRY_FIRST_S = 0.05           # a stalled dispatch is tried again after this long ...
 RETRY_MAX_S = 2.0              # ... doubling up to this (a freed disk is noticed within RETRY_MAX_S)
 
@@ -235,6 +238,10 @@ class Dispatcher:
         return self._wait(lambda: self.dispatched_offset >= target or (not while_stalled and self._held is not None),
                           timeout_s) and self.dispatched_offset >= target
 
+    def wake(self) -> None:
+        """More of the log became readable (the transient pool's commit moved): look again now."""
+        self._wake.set()
+
     def retry_now(self) -> None:
         """Try a stalled dispatch again now, not at the end of its backoff (space was freed)."""
         if self._held is not None:
@@ -271,6 +278,12 @@ class Dispatcher:
     def _behind(self) -> bool:
         return self.dispatched_offset < self._log.max_offset()
 
+    def _waiting_for_commit(self) -> bool:
+        """The bytes after ``dispatched_offset`` are written but not committed yet (transient pool)."""
+        offset = self.dispatched_offset
+        mf = self._log.files.find(offset)
+        return mf is not None and mf.file_from_offset + mf.committed <= offset < mf.file_from_offset + mf.wrote
+
     def _schedule_drain(self) -> None:
         """One drain callback on the loop, behind what is queued there already: a put answered in this
         loop iteration has its response write queued behind the put, so hop once more and the
@@ -299,7 +312,7 @@ class Dispatcher:
             except RuntimeError:         # the loop is closed: whoever waits drains itself
                 self._drain_scheduled = False
             return
-        if self._behind() and not self._drain_scheduled and self.blocked is None:
+        if self._behind() and not self._drain_scheduled and self.blocked is None and not self._waiting_for_commit():
             self._schedule_drain()
 
     def _loop(self) -> None:
@@ -321,6 +334,10 @@ class Dispatcher:
                 self._idle = False
                 if not self._behind() and self._stopped:
                     return
+            if self._waiting_for_commit() and not self._stopped:
+                self._wake.wait(UNCOMMITTED_WAIT_S)      # the commit wakes us; appends cannot make bytes readable
+                self._wake.clear()
+                continue
             self._drain(THREAD_DRAIN_BYTES)
 
     def _drain(self, limit_bytes: int | None = None, *, blocking: bool = True) -> bool:

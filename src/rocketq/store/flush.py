@@ -9,8 +9,8 @@ Three services, one per RocketMQ mode:
 * :class:`PeriodicFlushService` (``ASYNC_FLUSH``): every ``flushIntervalCommitLog`` ms, flush when at
   least ``flushCommitLogLeastPages`` pages are dirty, and unconditionally every
   ``flushCommitLogThoroughInterval`` ms.
-* :class:`CommitService` (transient store pool): copy what producers wrote into the anonymous
-  buffer over to the file mapping every ``commitIntervalCommitLog`` ms (at least
+* :class:`CommitService` (transient store pool): write what producers wrote into the anonymous
+  buffer to the file (``pwrite``) every ``commitIntervalCommitLog`` ms (at least
   ``commitCommitLogLeastPages`` pages, or everything at a thorough interval), then wake the flusher.
 
 Each runs on its own daemon thread; fdatasync releases the GIL.  ``on_flushed(offset)`` lets the

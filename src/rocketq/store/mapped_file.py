@@ -4,12 +4,20 @@ A segment is named by the 20-digit zero-padded offset of its first byte and has 
 positions, all relative to the start of the file, with ``flushed <= committed <= wrote``:
 
 * ``wrote``     - bytes appended so far (into the mapping, or into the transient buffer);
-* ``committed`` - bytes copied from the transient buffer into the mapping (== wrote without one);
+* ``committed`` - bytes in the file's page cache (== wrote without a transient buffer; with one,
+  bytes the commit thread has written to the file with ``pwrite``);
 * ``flushed``   - bytes known to be on disk (fdatasync returned).
 
 Space is reserved with ``posix_fallocate`` before the file is mapped.  That matters: writing
 through a mapping into a sparse file on a full disk kills the process with SIGBUS, while a
 failed fallocate is an ordinary, reportable ``OSError``.
+
+With a transient buffer (RocketMQ's ``transientStorePoolEnable``) the commit writes the buffer to
+the file with ``pwrite`` (RocketMQ: ``FileChannel.write``), never through the mapping: a full page
+written with write() is copied into the page cache without being zeroed first, whereas the first
+touch of a mapped page of a fallocated file makes the kernel zero it (ext4 reads unwritten extents
+as zeros) before the copy.  Readers still read committed bytes through the mapping: it shows the
+same page cache.  Such a segment is never warmed nor prefaulted - nobody writes through its mapping.
 
 Only one thread appends (the CommitLog holds its put lock); flushing and committing run on
 background threads.  Positions are plain ints: CPython assigns them atomically.
@@ -51,6 +59,16 @@ def parse_file_name(path: Path) -> int | None:
 def reserve_space(fd: int, size: int) -> None:
     """Default space reservation; tests inject a failing one to simulate a full disk."""
     os.posix_fallocate(fd, 0, size)
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    """``pwrite`` all of *data* at *offset* (a write may be short; the GIL is released for each)."""
+    done = 0
+    while done < len(data):
+        n = os.pwrite(fd, data[done:], offset + done)
+        if n <= 0:
+            raise OSError(f"pwrite at {offset + done} wrote nothing")
+        done += n
 
 
 def fsync_dir(directory: Path) -> None:
@@ -154,12 +172,20 @@ class MappedFile:
         self._mm[pos:pos + len(data)] = data
 
     def commit(self) -> int:
-        """Copy [committed, wrote) from the transient buffer into the mapping; returns bytes copied."""
+        """Write [committed, wrote) of the transient buffer to the file; returns the bytes committed.
+
+        The write starts at the page holding ``committed``, so the page a previous commit ended in
+        is rewritten whole (a few hundred bytes at most): whole pages land in the page cache
+        without a read-back, even should the kernel have dropped that page meanwhile.  ``pwrite``
+        lets go of the GIL; the writer only appends past ``wrote``, so the range is stable.
+        """
         if self.write_buffer is None:
             return 0
         start, end = self.committed, self.wrote
         if end > start:
-            self._mm[start:end] = memoryview(self.write_buffer)[start:end]
+            page = start - start % OS_PAGE_SIZE
+            with memoryview(self.write_buffer) as view:
+                _pwrite_all(self._fd, view[page:end], page)
             self.committed = end
         if end >= self.file_size:
             self._release_buffer()
@@ -200,8 +226,8 @@ class MappedFile:
         periodic flush instead.
         """
         start = self._first_unwritten_page()
-        if start >= self.file_size or self.closed:
-            return
+        if start >= self.file_size or self.closed or self.write_buffer is not None:
+            return                          # a pooled segment: the commit writes it with pwrite
         if not self._populate(start, self.file_size, MADV_POPULATE_WRITE):
             view = np.frombuffer(self._mm, dtype=np.uint8)
             view[start::OS_PAGE_SIZE] = 0
@@ -220,7 +246,7 @@ class MappedFile:
         """
         start = self._first_unwritten_page()
         end = self.file_size if end is None else min(end, self.file_size)
-        if start < end and not self.closed:
+        if start < end and not self.closed and self.write_buffer is None:      # pooled: see warm()
             self._populate(start, end, MADV_POPULATE_READ)
 
     def _populate(self, start: int, end: int, advice: int) -> bool:

@@ -132,7 +132,7 @@ class MappedFileQueue:
         return [mf for mf in self.files if getattr(mf, position) < self.file_size]
 
     def commit(self) -> bool:
-        """Commit transient buffers into the mappings; True when anything moved."""
+        """Write transient buffers to their files (pwrite); True when anything moved."""
         moved = False
         for mf in self._unfinished("committed"):
             if mf.write_buffer is not None and mf.commit():

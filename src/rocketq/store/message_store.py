@@ -201,6 +201,11 @@ class MessageStore(StoreWrites, StoreMaintenance):
             self.commitlog.queue_offsets[(topic, qid)] = cq.max_offset()
         return RecoveryReport(abnormal, scanned, end, cut, count)
 
+    def _after_commit(self) -> None:
+        """The transient pool's commit moved: the flusher has pages to sync, the dispatcher records to read."""
+        self._flusher.wakeup()
+        self.dispatcher.wake()
+
     def _start_services(self) -> None:
         cfg, cl = self.config, self.commitlog
         self.group_commit = None
@@ -214,7 +219,7 @@ class MessageStore(StoreWrites, StoreMaintenance):
                 thorough_interval_ms=cfg.flush_commitlog_thorough_interval_ms)
         self._committer = None
         if cfg.transient_store_pool_enable:
-            self._committer = CommitService(cl.commit, cl.uncommitted_bytes, self._flusher.wakeup,
+            self._committer = CommitService(cl.commit, cl.uncommitted_bytes, self._after_commit,
                                             interval_ms=cfg.commit_interval_commitlog_ms,
                                             least_pages=cfg.commit_commitlog_least_pages,
                                             thorough_interval_ms=cfg.commit_commitlog_thorough_interval_ms)

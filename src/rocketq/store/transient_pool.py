@@ -1,9 +1,11 @@
 """A fixed pool of segment-sized anonymous buffers (RocketMQ ``TransientStorePool``).
 
 With the pool enabled, producers write into a buffer borrowed for the segment, and a commit
-thread copies the bytes into the file mapping later (see :mod:`rocketq.store.flush`).  Writes
-never touch the page cache directly, so a flush storm cannot stall the put path.  The pool is
-bounded: when every buffer is lent, new segments are written straight to the mapping.
+thread writes the bytes to the file with ``pwrite`` later (see :mod:`rocketq.store.flush` and
+:meth:`MappedFile.commit <rocketq.store.mapped_file.MappedFile.commit>`).  Writes never touch the
+page cache directly, so a flush storm cannot stall the put path, and the buffers are reused
+memory: after their first segment, appending to them takes no page faults.  The pool is bounded:
+when every buffer is lent, new segments are written straight to the mapping.
 """
 
 from __future__ import annotations
