@@ -10,7 +10,9 @@ from rocketq.bench import grpc_call_cost
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="--tls makes its certificate with the openssl command")
 def test_call_cost_over_tls(capsys):
-    medians = grpc_call_cost.run(calls=200, window=8, runs=1, transports=("grpcio", "native"), tls=True)
+    # CPU times come from /proc in 10 ms ticks: 200 calls (~25 ms of the native thread) read as 0 once
+    # under load; 1,000 give every counter several ticks
+    medians = grpc_call_cost.run(calls=1000, window=8, runs=1, transports=("grpcio", "native"), tls=True)
     rows = [line for line in capsys.readouterr().out.splitlines() if '"tls": true' in line]
     assert len(rows) == 2                                    # one per transport, each a TLS run
     for t in ("grpcio", "native"):

@@ -49,6 +49,7 @@ class CommitLog:
                  max_message_size: int = DEFAULT_MAX_MESSAGE_BYTES):
         self.store_host = store_host
         self.file_size = file_size
+        self.pooled = transient_pool is not None      # appends reach the file only at the next commit
         kwargs = {"transient_pool": transient_pool}
         if reserve is not None:
             kwargs["reserve"] = reserve

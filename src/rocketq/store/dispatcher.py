@@ -280,6 +280,8 @@ class Dispatcher:
 
     def _waiting_for_commit(self) -> bool:
         """The bytes after ``dispatched_offset`` are written but not committed yet (transient pool)."""
+        if not self._log.pooled:
+            return False
         offset = self.dispatched_offset
         mf = self._log.files.find(offset)
         return mf is not None and mf.file_from_offset + mf.committed <= offset < mf.file_from_offset + mf.wrote
