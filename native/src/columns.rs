@@ -86,6 +86,7 @@ impl Strings {
         s
     }
     /// Appends one value: `Some(fill)` writes its bytes into the data, `None` is a null.
+    #[inline]
     fn push_with(&mut self, fill: Option<impl FnOnce(&mut Vec<u8>)>) {
         let i = self.offsets.len() - 1;
         match fill {
@@ -119,6 +120,7 @@ impl Strings {
             self.validity[i / 8] |= 1 << (i % 8);
         }
     }
+    #[inline]
     fn push(&mut self, value: Option<&[u8]>) {
         self.push_with(value.map(|v| move |data: &mut Vec<u8>| data.extend_from_slice(v)));
     }
@@ -275,13 +277,26 @@ impl Columns {
         .all(|s| s.fits(size))
     }
 
+    /// While every row has the same topic (the usual chunk), the topic column holds it once and
+    /// Python repeats it; at the first row with another topic, the column is filled out.
+    fn add_topic(&mut self, rows_before: usize, topic: &[u8]) {
+        if rows_before > 0 && self.uniform_topic {
+            let first = &self.topic.data[..self.topic.offsets[1] as usize];
+            if first == topic {
+                return;
+            }
+            self.uniform_topic = false;
+            let first = first.to_vec();
+            for _ in 1..rows_before {
+                self.topic.push(Some(&first));
+            }
+        }
+        self.topic.push(Some(topic));
+    }
+
     fn add<'a>(&mut self, rec: &'a [u8], v: &record::View<'a>, pairs: &mut Pairs<'a>) {
         let n = self.queue_id.len();
-        if n > 0 && self.uniform_topic {
-            let first = &self.topic.data[..self.topic.offsets[1] as usize];
-            self.uniform_topic = first == v.topic;
-        }
-        self.topic.push(Some(v.topic));
+        self.add_topic(n, v.topic);
         self.queue_id.push(v.queue_id);
         self.queue_offset.push(v.queue_offset);
         // a name given twice keeps its first place and its last value, as a Java or Python map does
@@ -416,7 +431,8 @@ fn fill(bytes: &[u8], pos: &[u8], keep: &Keep) -> (Columns, usize, Option<String
 /// only records of `topics` (None: all) stored in `[min_store_ms, max_store_ms)` (None: unbounded).
 /// Returns a dict: per column its buffers (see the module doc), plus `rows` (records kept),
 /// `consumed` (positions read: fewer than given when a column would pass 2 GiB, or at an error),
-/// `uniform_topic`, `compressed` (row numbers) and `error` (None, or why the record at position
+/// `uniform_topic` (then the `topic` column holds one value, every row's), `compressed` (row
+/// numbers) and `error` (None, or why the record at position
 /// number `consumed` does not parse).
 #[pyfunction]
 #[pyo3(signature = (buf, positions, topics=None, min_store_ms=None, max_store_ms=None))]

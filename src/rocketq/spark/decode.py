@@ -123,9 +123,10 @@ def _batch(cols: dict, n: int, broker: str | None, schema: pa.Schema) -> pa.Reco
     properties = pa.MapArray.from_arrays(_fixed(cols, "map_offsets", n + 1, pa.int32()),
                                          _strings(cols, "prop_keys", entries, pa.string()),
                                          _strings(cols, "prop_values", entries, pa.string()))
-    topic = _strings(cols, "topic", n, pa.string())
-    if cols["uniform_topic"]:
-        topic = pa.repeat(topic[0], n)
+    if cols["uniform_topic"]:                # the native column holds the one topic once
+        topic = pa.repeat(_strings(cols, "topic", 1, pa.string())[0], n)
+    else:
+        topic = _strings(cols, "topic", n, pa.string())
     body = _strings(cols, "body", n, pa.binary())
     if cols["compressed"]:
         body = _inflate(body, cols["compressed"])
