@@ -65,3 +65,22 @@ def test_a_start_outside_the_bodies_is_refused():
     with pytest.raises(ValueError, match="outside 1 bodies"):
         _native.walk_bodies_columns([b"abc"], 2, 0, 1)
     assert _native.walk_bodies_columns([b"abc"], 1, 0, 1)["rows"] == 0        # past the last: nothing left
+
+
+def test_the_pull_body_fuzz_corpus_gives_columns_or_an_error_never_a_crash():
+    """native/fuzz/corpus/pull_body (the pull decoder's fuzzer corpus), each input whole and cut in two
+    bodies anywhere: columns or a named error, the walk's end inside the bodies."""
+    from pathlib import Path
+    corpus = Path(__file__).resolve().parents[2] / "native" / "fuzz" / "corpus" / "pull_body"
+    inputs = sorted(corpus.glob("*"))
+    assert inputs, f"no corpus in {corpus}"
+    for path in inputs:
+        data = path.read_bytes()
+        for cut in sorted({0, len(data) // 3, len(data) // 2, len(data)}):
+            bodies = [data[:cut], data[cut:]]
+            cols = _native.walk_bodies_columns(bodies, 0, 0, 1 << 16)
+            body, at = cols["end"]
+            assert body <= 2 and (body == 2 or at <= len(bodies[body])), path.name
+            if cols["error"] is not None:
+                err_body, err_at, reason = cols["error"]
+                assert err_at <= len(bodies[err_body]) and reason, path.name
