@@ -38,30 +38,55 @@ use crate::record::{self, Parsed};
 const COMPRESSED: i32 = 0x1;
 
 mod buffer;
+mod pool;
 pub mod walk;
 pub use buffer::ColumnBuffer;
 use buffer::{column, Owned};
+use pool::Slot;
+
+// Pool slots (see `pool`): a string column's three buffers from its first slot on, then the
+// fixed-width columns.
+const SLOT_TOPIC: Slot = 0;
+const SLOT_KEYS: Slot = 3;
+const SLOT_TAGS: Slot = 6;
+const SLOT_BODY: Slot = 9;
+const SLOT_PROP_KEYS: Slot = 12;
+const SLOT_PROP_VALUES: Slot = 15;
+const SLOT_MSG_ID: Slot = 18;
+const SLOT_QUEUE_ID: Slot = 21;
+const SLOT_QUEUE_OFFSET: Slot = 22;
+const SLOT_MAP_OFFSETS: Slot = 23;
+const SLOT_BORN: Slot = 24;
+const SLOT_STORE: Slot = 25;
+const SLOT_RECONSUME: Slot = 26;
+const SLOT_PHYSICAL: Slot = 27;
+const SLOT_SYSFLAG: Slot = 28;
 
 /// A `string` / `binary` column being filled.  The validity bitmap is only kept from the first null
 /// on (the bits before it are all set then): most columns never hold a null and skip the bit work.
-#[derive(Default)]
 struct Strings {
     validity: Vec<u8>,
     offsets: Vec<i32>,
     data: Vec<u8>,
     nulls: usize,
+    /// The pool slot of `validity`; `offsets` and `data` have the two after it.
+    slot: Slot,
 }
 
 impl Strings {
-    fn new(capacity: usize) -> Strings {
+    fn new(slot: Slot, capacity: usize) -> Strings {
         let mut s = Strings {
-            offsets: Vec::with_capacity(capacity + 1),
-            ..Default::default()
+            validity: pool::u8s(slot, 0),
+            offsets: pool::i32s(slot + 1, capacity + 1),
+            data: pool::u8s(slot + 2, 0),
+            nulls: 0,
+            slot,
         };
         s.offsets.push(0);
         s
     }
     /// Appends one value: `Some(fill)` writes its bytes into the data, `None` is a null.
+    #[inline]
     fn push_with(&mut self, fill: Option<impl FnOnce(&mut Vec<u8>)>) {
         let i = self.offsets.len() - 1;
         match fill {
@@ -95,6 +120,7 @@ impl Strings {
             self.validity[i / 8] |= 1 << (i % 8);
         }
     }
+    #[inline]
     fn push(&mut self, value: Option<&[u8]>) {
         self.push_with(value.map(|v| move |data: &mut Vec<u8>| data.extend_from_slice(v)));
     }
@@ -109,15 +135,17 @@ impl Strings {
         Bound<'py, ColumnBuffer>,
         Bound<'py, ColumnBuffer>,
     )> {
+        let slot = self.slot;
         let validity = if self.nulls > 0 {
-            Some(column(py, Owned::U8(self.validity))?)
+            Some(column(py, slot, Owned::U8(self.validity))?)
         } else {
+            pool::give(slot, Owned::U8(self.validity)); // unused: kept for the next chunk
             None
         };
         Ok((
             validity,
-            column(py, Owned::i32s(self.offsets))?,
-            column(py, Owned::U8(self.data))?,
+            column(py, slot + 1, Owned::i32s(self.offsets))?,
+            column(py, slot + 2, Owned::U8(self.data))?,
         ))
     }
 }
@@ -166,7 +194,6 @@ const SAMPLE_ROWS: usize = 64;
 /// Property pairs of one record, reused from record to record (no allocation per record).
 type Pairs<'a> = Vec<(&'a [u8], &'a [u8])>;
 
-#[derive(Default)]
 struct Columns {
     topic: Strings,
     queue_id: Vec<i32>,
@@ -188,30 +215,27 @@ struct Columns {
 }
 
 impl Columns {
+    /// Empty columns with room for `capacity` rows, their vectors from the pool when it has them.
     fn new(capacity: usize) -> Columns {
         let mut c = Columns {
+            topic: Strings::new(SLOT_TOPIC, capacity),
+            queue_id: pool::i32s(SLOT_QUEUE_ID, capacity),
+            queue_offset: pool::i64s(SLOT_QUEUE_OFFSET, capacity),
+            keys: Strings::new(SLOT_KEYS, capacity),
+            tags: Strings::new(SLOT_TAGS, capacity),
+            body: Strings::new(SLOT_BODY, capacity),
+            map_offsets: pool::i32s(SLOT_MAP_OFFSETS, capacity + 1),
+            prop_keys: Strings::new(SLOT_PROP_KEYS, capacity),
+            prop_values: Strings::new(SLOT_PROP_VALUES, capacity),
+            msg_id: Strings::new(SLOT_MSG_ID, capacity),
+            born_us: pool::i64s(SLOT_BORN, capacity),
+            store_us: pool::i64s(SLOT_STORE, capacity),
+            reconsume: pool::i32s(SLOT_RECONSUME, capacity),
+            physical_offset: pool::i64s(SLOT_PHYSICAL, capacity),
+            sysflag: pool::i32s(SLOT_SYSFLAG, capacity),
+            compressed: Vec::new(),
             uniform_topic: true,
-            queue_id: Vec::with_capacity(capacity),
-            queue_offset: Vec::with_capacity(capacity),
-            map_offsets: Vec::with_capacity(capacity + 1),
-            born_us: Vec::with_capacity(capacity),
-            store_us: Vec::with_capacity(capacity),
-            reconsume: Vec::with_capacity(capacity),
-            physical_offset: Vec::with_capacity(capacity),
-            sysflag: Vec::with_capacity(capacity),
-            ..Default::default()
         };
-        for s in [
-            &mut c.topic,
-            &mut c.keys,
-            &mut c.tags,
-            &mut c.body,
-            &mut c.prop_keys,
-            &mut c.prop_values,
-            &mut c.msg_id,
-        ] {
-            *s = Strings::new(capacity);
-        }
         c.map_offsets.push(0);
         c
     }
@@ -253,13 +277,26 @@ impl Columns {
         .all(|s| s.fits(size))
     }
 
+    /// While every row has the same topic (the usual chunk), the topic column holds it once and
+    /// Python repeats it; at the first row with another topic, the column is filled out.
+    fn add_topic(&mut self, rows_before: usize, topic: &[u8]) {
+        if rows_before > 0 && self.uniform_topic {
+            let first = &self.topic.data[..self.topic.offsets[1] as usize];
+            if first == topic {
+                return;
+            }
+            self.uniform_topic = false;
+            let first = first.to_vec();
+            for _ in 1..rows_before {
+                self.topic.push(Some(&first));
+            }
+        }
+        self.topic.push(Some(topic));
+    }
+
     fn add<'a>(&mut self, rec: &'a [u8], v: &record::View<'a>, pairs: &mut Pairs<'a>) {
         let n = self.queue_id.len();
-        if n > 0 && self.uniform_topic {
-            let first = &self.topic.data[..self.topic.offsets[1] as usize];
-            self.uniform_topic = first == v.topic;
-        }
-        self.topic.push(Some(v.topic));
+        self.add_topic(n, v.topic);
         self.queue_id.push(v.queue_id);
         self.queue_offset.push(v.queue_offset);
         // a name given twice keeps its first place and its last value, as a Java or Python map does
@@ -394,7 +431,8 @@ fn fill(bytes: &[u8], pos: &[u8], keep: &Keep) -> (Columns, usize, Option<String
 /// only records of `topics` (None: all) stored in `[min_store_ms, max_store_ms)` (None: unbounded).
 /// Returns a dict: per column its buffers (see the module doc), plus `rows` (records kept),
 /// `consumed` (positions read: fewer than given when a column would pass 2 GiB, or at an error),
-/// `uniform_topic`, `compressed` (row numbers) and `error` (None, or why the record at position
+/// `uniform_topic` (then the `topic` column holds one value, every row's), `compressed` (row
+/// numbers) and `error` (None, or why the record at position
 /// number `consumed` does not parse).
 #[pyfunction]
 #[pyo3(signature = (buf, positions, topics=None, min_store_ms=None, max_store_ms=None))]
@@ -430,17 +468,27 @@ fn columns_dict(py: Python<'_>, c: Columns) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("rows", c.queue_id.len())?;
     out.set_item("uniform_topic", c.uniform_topic)?;
     out.set_item("compressed", c.compressed)?;
-    out.set_item("queue_id", column(py, Owned::i32s(c.queue_id))?)?;
-    out.set_item("queue_offset", column(py, Owned::i64s(c.queue_offset))?)?;
-    out.set_item("born_timestamp", column(py, Owned::i64s(c.born_us))?)?;
-    out.set_item("store_timestamp", column(py, Owned::i64s(c.store_us))?)?;
-    out.set_item("reconsume_times", column(py, Owned::i32s(c.reconsume))?)?;
-    out.set_item(
-        "physical_offset",
-        column(py, Owned::i64s(c.physical_offset))?,
-    )?;
-    out.set_item("sysflag", column(py, Owned::i32s(c.sysflag))?)?;
-    out.set_item("map_offsets", column(py, Owned::i32s(c.map_offsets))?)?;
+    let fixed = [
+        ("queue_id", SLOT_QUEUE_ID, Owned::i32s(c.queue_id)),
+        (
+            "queue_offset",
+            SLOT_QUEUE_OFFSET,
+            Owned::i64s(c.queue_offset),
+        ),
+        ("born_timestamp", SLOT_BORN, Owned::i64s(c.born_us)),
+        ("store_timestamp", SLOT_STORE, Owned::i64s(c.store_us)),
+        ("reconsume_times", SLOT_RECONSUME, Owned::i32s(c.reconsume)),
+        (
+            "physical_offset",
+            SLOT_PHYSICAL,
+            Owned::i64s(c.physical_offset),
+        ),
+        ("sysflag", SLOT_SYSFLAG, Owned::i32s(c.sysflag)),
+        ("map_offsets", SLOT_MAP_OFFSETS, Owned::i32s(c.map_offsets)),
+    ];
+    for (name, slot, data) in fixed {
+        out.set_item(name, column(py, slot, data)?)?;
+    }
     out.set_item("topic", c.topic.into_py(py)?)?;
     out.set_item("keys", c.keys.into_py(py)?)?;
     out.set_item("tags", c.tags.into_py(py)?)?;

@@ -82,6 +82,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pulled::pulled_messages, m)?)?;
     m.add_function(wrap_pyfunction!(columns::record_columns, m)?)?;
     m.add_function(wrap_pyfunction!(columns::walk::walk_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(columns::walk::walk_bodies_columns, m)?)?;
     m.add_function(wrap_pyfunction!(filterprops::property_codes, m)?)?;
     m.add_function(wrap_pyfunction!(message::encode_send_batch, m)?)?;
     m.add_function(wrap_pyfunction!(sink::encode_sink_rows, m)?)?;

@@ -233,6 +233,12 @@ def walk_columns(buf, base_offset: int | None, start: int, hi: int, limit: int, 
     before *hi*: call again from ``end``) and ``error`` (None or ``(commitlog offset, reason)`` of the
     record at ``end``).  *base_offset* None: a pull's body, PHYSICALOFFSET not checked."""
 
+def walk_bodies_columns(bodies: list, start_body: int, start_pos: int, max_rows: int) -> dict:
+    """:func:`walk_columns` over several pull bodies (records back to back, each body whole; no
+    log offsets, no CRC check) into one set of columns, from ``bodies[start_body][start_pos:]``, at
+    most *max_rows* records: the columns, ``end`` (``(body, byte)`` where the walk stopped),
+    ``more`` (call again from ``end``) and ``error`` (None or ``(body, byte, reason)``)."""
+
 
 class ColumnBuffer:
     """The bytes of one column filled by :func:`record_columns`, exported read-only through the

@@ -7,10 +7,21 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+use super::pool::{self, Slot};
+
 /// The bytes of one column, owned by Rust and exported read-only to Python (see the module doc).
+/// Dropped, it hands its vector to the column pool for the next chunk's same column (`slot`).
 #[pyclass(frozen, module = "rocketq._native")]
 pub struct ColumnBuffer {
     data: Owned,
+    slot: Slot,
+}
+
+impl Drop for ColumnBuffer {
+    fn drop(&mut self) {
+        let data = std::mem::replace(&mut self.data, Owned::U8(Vec::new()));
+        pool::give(self.slot, data);
+    }
 }
 
 /// A column's values as they were filled; fixed-width vectors are already little-endian in memory.
@@ -28,6 +39,14 @@ impl Owned {
     pub(super) fn i64s(mut v: Vec<i64>) -> Owned {
         v.iter_mut().for_each(|x| *x = x.to_le());
         Owned::I64(v)
+    }
+    /// The bytes the vector has allocated (what keeping it holds).
+    pub(super) fn capacity_bytes(&self) -> usize {
+        match self {
+            Owned::U8(v) => v.capacity(),
+            Owned::I32(v) => v.capacity() * 4,
+            Owned::I64(v) => v.capacity() * 8,
+        }
     }
     fn as_bytes(&self) -> &[u8] {
         // SAFETY: plain integers viewed as their bytes: u8 has no alignment and every byte is initialised.
@@ -96,6 +115,10 @@ impl ColumnBuffer {
     }
 }
 
-pub(super) fn column<'py>(py: Python<'py>, data: Owned) -> PyResult<Bound<'py, ColumnBuffer>> {
-    Bound::new(py, ColumnBuffer { data })
+pub(super) fn column<'py>(
+    py: Python<'py>,
+    slot: Slot,
+    data: Owned,
+) -> PyResult<Bound<'py, ColumnBuffer>> {
+    Bound::new(py, ColumnBuffer { data, slot })
 }

@@ -2,7 +2,8 @@
 
 The task pulls ``[start, end)`` with PULL_MESSAGE (up to 1,024 messages or 4 MiB a pull, the
 broker's caps) and decodes the response bodies, which hold the records in store format, with
-:func:`rocketq.spark.decode.decode_body`, ``DECODE_ROWS`` at a time.  A tag filter is sent to the
+:func:`rocketq.spark.decode.decode_bodies`, ``DECODE_ROWS`` at a time (the bodies are walked in place,
+not joined first).  A tag filter is sent to the
 broker (it filters by tag hash) and re-checked exactly here.
 
 Two threads of the Python worker share the work (:class:`_Pulls`): a coroutine on the client loop
@@ -33,7 +34,7 @@ import pyarrow.compute as pc
 
 from rocketq.client.model import MQClientError, PullStatus
 from rocketq.spark import broker_io
-from rocketq.spark.decode import decode_body
+from rocketq.spark.decode import decode_bodies
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +79,13 @@ def read_queue(task: QueueTask) -> Iterator[pa.RecordBatch]:
             bodies.append(body)
             rows += n
             if rows >= DECODE_ROWS:
-                batches = _decoded(b"".join(bodies), task, tag_set)
+                batches = _decoded(bodies, task, tag_set)
                 bodies = []
                 pulls.done_with(rows)            # the coroutine pulls on while Spark takes these
                 rows = 0
                 yield from batches
         if bodies:
-            yield from _decoded(b"".join(bodies), task, tag_set)
+            yield from _decoded(bodies, task, tag_set)
     finally:
         pulls.close()
 
@@ -207,10 +208,10 @@ class _Pulls:
         return off
 
 
-def _decoded(body: bytes, task: QueueTask, tag_set) -> list[pa.RecordBatch]:
+def _decoded(bodies: list[bytes], task: QueueTask, tag_set) -> list[pa.RecordBatch]:
     out = []
     # the gathered pulls hold fewer than DECODE_ROWS + one pull of messages: one batch
-    for batch in decode_body(body, broker=task.ref.broker, max_rows=DECODE_ROWS + MAX_PULL_MESSAGES):
+    for batch in decode_bodies(bodies, broker=task.ref.broker, max_rows=DECODE_ROWS + MAX_PULL_MESSAGES):
         batch = _keep(batch, task.start, task.end, tag_set)
         if batch.num_rows:
             out.append(batch)
