@@ -78,32 +78,39 @@ def _until(what, predicate, timeout_s=10.0):
         time.sleep(0.005)
 
 
-def test_the_allocator_maps_a_window_ahead_of_the_writer_only(tmp_path, monkeypatch):
-    ends = []
+def record_prefaults(monkeypatch) -> list[tuple[str, int | None]]:
+    """(segment file name, end) of every ``MappedFile.prefault`` call from now on (each still runs),
+    with the allocator's window made small: 1 MiB ahead, in steps of at least 256 KiB."""
+    calls = []
     real = MappedFile.prefault
-    monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: (ends.append(end), real(self, end)))
+
+    def recorded(self, end=None):
+        calls.append((self.path.name, end))
+        return real(self, end)
+    monkeypatch.setattr(MappedFile, "prefault", recorded)
     monkeypatch.setattr(allocator, "PREFAULT_AHEAD_BYTES", 1 << 20)
     monkeypatch.setattr(allocator, "PREFAULT_MIN_STEP_BYTES", 256 << 10)
+    return calls
+
+
+def test_the_allocator_maps_a_window_ahead_of_the_writer_only(tmp_path, monkeypatch):
+    calls = record_prefaults(monkeypatch)
+    ends = lambda: [end for _, end in calls]
     service = AllocateService(lambda p: MappedFile(p, SIZE), prefault=True)
     try:
         mf = service.get(tmp_path / f"{0:020d}", None)
-        _until("the first window", lambda: ends == [1 << 20])
+        _until("the first window", lambda: ends() == [1 << 20])
         assert _read_faults(mf) > 8                               # the rest of the segment is left alone
         mf.wrote = (1 << 20) + 100_000                            # the writer moves on
-        _until("the next window", lambda: ends[-1:] == [(2 << 20) + 100_000])
+        _until("the next window", lambda: ends()[-1:] == [(2 << 20) + 100_000])
         mf.wrote = SIZE - 10
-        _until("up to the end", lambda: ends[-1:] == [SIZE])
+        _until("up to the end", lambda: ends()[-1:] == [SIZE])
     finally:
         service.shutdown()
 
 
 def test_the_window_spills_into_the_segment_made_ahead_which_is_never_mapped_whole(tmp_path, monkeypatch):
-    calls = []
-    real = MappedFile.prefault
-    monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: (calls.append((self.path.name, end)),
-                                                                          real(self, end)))
-    monkeypatch.setattr(allocator, "PREFAULT_AHEAD_BYTES", 1 << 20)
-    monkeypatch.setattr(allocator, "PREFAULT_MIN_STEP_BYTES", 256 << 10)
+    calls = record_prefaults(monkeypatch)
     first, second, third = (tmp_path / f"{i * SIZE:020d}" for i in range(3))
     service = AllocateService(lambda p: MappedFile(p, SIZE), prefault=True)
     try:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 from store_helpers import new_seed, subprocess_env, wait_until
-from test_prefault import _dirty_kb, _smaps_kb
+from test_prefault import _dirty_kb, _smaps_kb, record_prefaults
 
-from rocketq.store import Message, MessageStore, StoreConfig, allocator
+from rocketq.store import Message, MessageStore, StoreConfig
 from rocketq.store.allocator import AllocateService
 from rocketq.store.mapped_file import OS_PAGE_SIZE, MappedFile
 from rocketq.store.transient_pool import TransientStorePool
@@ -104,12 +104,7 @@ def test_opening_a_pooled_store_with_warm_up_on_leaves_its_segment_alone(tmp_pat
 def test_the_allocator_follows_only_segments_written_through_their_mapping(tmp_path, monkeypatch):
     """A pool of one: the first segment is pooled (not followed), the second finds the pool empty and
     is written through its mapping (followed, prefaulted from its start)."""
-    calls = []
-    real = MappedFile.prefault
-    monkeypatch.setattr(MappedFile, "prefault", lambda self, end=None: (calls.append((self.path.name, end)),
-                                                                          real(self, end)))
-    monkeypatch.setattr(allocator, "PREFAULT_AHEAD_BYTES", 1 << 20)
-    monkeypatch.setattr(allocator, "PREFAULT_MIN_STEP_BYTES", 256 << 10)
+    calls = record_prefaults(monkeypatch)
     pool = TransientStorePool(1, SIZE)
     first, second = (tmp_path / f"{i * SIZE:020d}" for i in range(2))
     service = AllocateService(lambda p: MappedFile(p, SIZE, transient_pool=pool), prefault=True)
