@@ -73,6 +73,7 @@ class StoreWrites:
 
     def _append_one(self, msg: Message) -> PutMessageResult:
         dispatcher = self.dispatcher
+        # _refusal's conditions, read inline: a single put pays no call when nothing refuses it
         if not self.running or dispatcher.blocked is not None or self.cleaner.full is not None:
             return self._refusal()
         try:
