@@ -29,7 +29,9 @@ class Rocketq(System):
 
     def start(self) -> None:
         from rocketq.bench.broker_bench import ServeProcess
-        flush = ["--flush-disk-type", "SYNC_FLUSH"] if self.sync else []
+        # the sync server goes without a transient pool a --server-config file may turn on: RocketMQ (and
+        # rocketq) refuse the pool with SYNC_FLUSH, and the async rows are the ones it is measured on
+        flush = ["--flush-disk-type", "SYNC_FLUSH", "--set", "transientStorePoolEnable=false"] if self.sync else []
         self._serve = ServeProcess(self.root, *flush, *self.security.serve_args(), grpc=self.serves_grpc).__enter__()
         self.proc, self.namesrv = self._serve.proc, self._serve.namesrv
         self._topic = f"T{time.monotonic_ns()}"
