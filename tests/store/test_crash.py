@@ -96,6 +96,25 @@ def run_until_acks(tmp_path: Path, script: str, args: list[str], acks_wanted: in
     return acks
 
 
+def puts_then_kill(tmp_path: Path, script: str, settings: dict, count: int) -> tuple[list[list[str]], list[str]]:
+    """Run a :data:`SINGLE_PUTS_HEAD` *script* for *count* puts; its acks and its state line, read before
+    the SIGKILL."""
+    with open(tmp_path / "writer.stderr", "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", script, json.dumps(settings), str(count)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=subprocess_env())
+    try:
+        assert proc.stdout.readline().strip() == b"ready", (tmp_path / "writer.stderr").read_text()[-2000:]
+        acks = [proc.stdout.readline().decode().split() for _ in range(count)]
+        state = proc.stdout.readline().decode().split()
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        proc.stdin.close()
+        proc.stdout.close()
+    return acks, state
+
+
 def body_for(tag: str) -> bytes:
     """Bodies describe themselves: '<tag>|' repeated, as the writer makes them."""
     kind, rest = tag[0], tag[1:]
@@ -257,7 +276,10 @@ def test_config_file_holds_the_last_completed_write_after_a_kill(tmp_path):
         assert data["offsetTable"]["T@G"]["0"] >= int(acks[-1][0]), f"seed {seed} round {round_}"
 
 
-FLUSHED_WRITER = textwrap.dedent("""
+# A child that opens a store with the settings of argv[1] (JSON), puts argv[2] single messages (tags
+# s0, s1, ...: bodies as body_for makes them), saying "ready" first and "phys queue_id queue_offset tag"
+# after each put; a test appends what it does next, ending with one line of state, then it idles.
+SINGLE_PUTS_HEAD = textwrap.dedent("""
     import json, sys, threading, time
     from rocketq.store import MessageStore, StoreConfig, Message
     store = MessageStore(StoreConfig(**json.loads(sys.argv[1]))).start()
@@ -267,6 +289,9 @@ FLUSHED_WRITER = textwrap.dedent("""
         assert r.status == "PUT_OK", r
         sys.stdout.write("%d %d %d s%d\\n" % (r.physical_offset, r.queue_id, r.queue_offset, i))
     sys.stdout.flush()
+""")
+
+FLUSHED_WRITER = SINGLE_PUTS_HEAD + textwrap.dedent("""
     end, deadline, tick = store.commitlog.max_offset(), time.monotonic() + 5, threading.Event()
     while store.commitlog.flushed_offset() < end and time.monotonic() < deadline:
         tick.wait(0.005)                  # the store's own flush service does the work
@@ -289,21 +314,9 @@ def test_transient_pool_data_the_store_reports_flushed_survives_a_kill(tmp_path)
                     transient_store_pool_size=1, flush_interval_commitlog_ms=10, flush_commitlog_least_pages=1,
                     **COMMON)
     count = rng.randrange(700, 1500)                    # three to six 64 KiB segments
-    with open(tmp_path / "writer.stderr", "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-c", FLUSHED_WRITER, json.dumps(settings), str(count)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=subprocess_env())
-    try:
-        assert proc.stdout.readline().strip() == b"ready", (tmp_path / "writer.stderr").read_text()[-2000:]
-        acks = [proc.stdout.readline().decode().split() for _ in range(count)]
-        last = proc.stdout.readline().decode().split()
-        assert last and last[0] == "flushed", (last, (tmp_path / "writer.stderr").read_text()[-2000:])
-        flushed = int(last[1])
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-        proc.stdin.close()
-        proc.stdout.close()
+    acks, last = puts_then_kill(tmp_path, FLUSHED_WRITER, settings, count)
+    assert last and last[0] == "flushed", (last, (tmp_path / "writer.stderr").read_text()[-2000:])
+    flushed = int(last[1])
     durable = [a for a in acks if int(a[0]) + len(body_for(a[3])) <= flushed]
     assert durable, f"seed {seed}: nothing reported flushed ({flushed})"
     with MessageStore(StoreConfig(**settings)) as store:

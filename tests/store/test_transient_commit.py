@@ -9,19 +9,16 @@ through the mapping and what the file holds.
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from store_helpers import new_seed, subprocess_env, wait_until
+from store_helpers import new_seed, wait_until
+from test_crash import SINGLE_PUTS_HEAD, body_for, puts_then_kill
 from test_prefault import _dirty_kb, _smaps_kb, record_prefaults
 
 from rocketq.store import Message, MessageStore, StoreConfig
@@ -179,16 +176,7 @@ def test_the_dispatcher_waits_for_the_commit_instead_of_spinning(tmp_path):
         assert wait_until(lambda: store.max_offset("P", 0) == 50, timeout_s=5)
 
 
-COMMITTED_WRITER = textwrap.dedent("""
-    import json, sys, threading, time
-    from rocketq.store import MessageStore, StoreConfig, Message
-    store = MessageStore(StoreConfig(**json.loads(sys.argv[1]))).start()
-    sys.stdout.write("ready\\n"); sys.stdout.flush()
-    for i in range(int(sys.argv[2])):
-        r = store.put_message(Message(topic="Crash", body=(("s%d|" % i).encode()) * (1 + i % 40), queue_id=i % 3))
-        assert r.status == "PUT_OK", r
-        sys.stdout.write("%d s%d\\n" % (r.physical_offset, i))
-    sys.stdout.flush()
+COMMITTED_WRITER = SINGLE_PUTS_HEAD + textwrap.dedent("""
     files, deadline, tick = store.commitlog.files.files, time.monotonic() + 10, threading.Event()
     while any(mf.committed < mf.wrote for mf in files) and time.monotonic() < deadline:
         tick.wait(0.005)                  # the store's own commit service does the work
@@ -212,24 +200,12 @@ def test_committed_but_unflushed_pool_data_survives_a_kill(tmp_path):
                 "flush_interval_commitlog_ms": 60_000, "flush_commitlog_least_pages": 100_000,
                 "flush_commitlog_thorough_interval_ms": 600_000}
     count = rng.randrange(300, 700)                     # two to four 64 KiB segments; the first ones pooled
-    with open(tmp_path / "writer.stderr", "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-c", COMMITTED_WRITER, json.dumps(settings), str(count)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=subprocess_env())
-    try:
-        assert proc.stdout.readline().strip() == b"ready", (tmp_path / "writer.stderr").read_text()[-2000:]
-        acks = [proc.stdout.readline().decode().split() for _ in range(count)]
-        state = proc.stdout.readline().decode().split()
-        assert state[:2] == ["committed", "True"], (seed, state, (tmp_path / "writer.stderr").read_text()[-2000:])
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-        proc.stdin.close()
-        proc.stdout.close()
+    acks, state = puts_then_kill(tmp_path, COMMITTED_WRITER, settings, count)
+    assert state[:2] == ["committed", "True"], (seed, state, (tmp_path / "writer.stderr").read_text()[-2000:])
     assert int(state[3]) < int(acks[-1][0]), f"seed {seed}: flushed ({state}): the test needs unflushed data"
     with MessageStore(StoreConfig(**settings)) as store:
         assert store.recovery.abnormal, f"seed {seed}"
-        lost = [tag for phy, tag in acks if (m := store.read_message(int(phy))) is None
-                or m.body != (tag + "|").encode() * (1 + int(tag[1:]) % 40)]
+        lost = [tag for phy, _qid, _qoff, tag in acks if (m := store.read_message(int(phy))) is None
+                or m.body != body_for(tag)]
         assert not lost, (f"seed {seed}: {len(lost)} of {count} committed messages gone after the kill "
                           f"(flushed before it: {state[3]}); first: {lost[:3]}")
