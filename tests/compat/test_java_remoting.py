@@ -98,8 +98,9 @@ def test_orderly_consumer_with_an_instance_joining_and_leaving(remoting, compat_
     runner, line = remoting
     ns, topic = compat_server.namesrv, f"{line}_Orderly"
     runner.mqadmin("updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", topic, "-r", "4", "-w", "4")
+    # joining may wait out the broker's 60 s lock lease (ConsumerScenarios.pushOrderly says why)
     data = runner.run("push_orderly", namesrv=ns, topic=topic, group=f"{line}_orderly_cg", phase=16, orders=8,
-                      timeoutMs=30_000, settleMs=500, timeout_s=120)
+                      timeoutMs=30_000, joinTimeoutMs=75_000, settleMs=500, timeout_s=200)
     sent, got = data["sent"], data["received"]
     stored = reader.read_topic(ns, topic)
     assert_stored_as_sent(sent, stored, topic=topic)

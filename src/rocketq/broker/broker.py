@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 
 OFFSET_PERSIST_INTERVAL_S = 5.0
 ACL_WATCH_INTERVAL_S = 1.0                 # plain_acl.yml is re-read this soon after it changes
+CLIENT_SCAN_INTERVAL_S = 10.0              # consumers silent for the channel expiry are dropped this often
 # sends start their handler inside the connection's data_received (see RemotingConnection): under
 # ASYNC_FLUSH they finish there, without a task per request
 EAGER_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
@@ -197,6 +198,7 @@ class Broker:
             self.registrar.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
         self._tasks.append(asyncio.create_task(self._sample_stats_loop()))
+        self._tasks.append(asyncio.create_task(self._expire_clients_loop()))
         if self.acl is not None:
             self._tasks.append(asyncio.create_task(self._watch_acl_loop()))
         self.ended_transactions = EndedTransactions()
@@ -329,6 +331,12 @@ class Broker:
             await asyncio.sleep(1.0)
             self.stats.sample()
 
+    async def _expire_clients_loop(self) -> None:
+        """RocketMQ's ClientHousekeepingService: consumers silent for the channel expiry leave their groups."""
+        while True:
+            await asyncio.sleep(CLIENT_SCAN_INTERVAL_S)
+            client_handlers.members_left(self, self.clients.expire())
+
     async def _watch_acl_loop(self) -> None:
         while True:
             await asyncio.sleep(ACL_WATCH_INTERVAL_S)
@@ -343,7 +351,7 @@ class Broker:
     async def _serve(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
         if "watched" not in conn.context:        # first request on this connection: watch its end
             conn.context["watched"] = True
-            conn.on_close(lambda c: client_handlers.notify_changed(self, self.clients.connection_closed(c)))
+            conn.on_close(lambda c: client_handlers.connection_closed(self, c))
         try:
             if self.acl is not None:
                 denied = self.acl.check(_ip_of(conn), cmd, needs_of(cmd))

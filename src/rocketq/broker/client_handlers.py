@@ -36,9 +36,9 @@ def handlers(broker) -> dict:
         return ok(cmd, {"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true"})
 
     async def unregister_client(conn, cmd):
-        changed = broker.clients.unregister(cmd.get_str("clientID", ""), producer_group=cmd.get_str("producerGroup", ""),
-                                            consumer_group=cmd.get_str("consumerGroup", ""))
-        notify_changed(broker, changed)
+        members_left(broker, broker.clients.unregister(cmd.get_str("clientID", ""),
+                                                       producer_group=cmd.get_str("producerGroup", ""),
+                                                       consumer_group=cmd.get_str("consumerGroup", "")))
         return ok(cmd)
 
     async def consumer_list(conn, cmd):
@@ -66,6 +66,23 @@ def _lock_request(cmd) -> tuple[str, str, list[tuple[str, str, int]]]:
     req = json.loads(cmd.body or b"{}")
     queues = [(q["topic"], q["brokerName"], int(q["queueId"])) for q in req.get("mqSet") or ()]
     return req.get("consumerGroup", ""), req.get("clientId", ""), queues
+
+
+def members_left(broker, left: list[tuple[str, str]]) -> None:
+    """(group, client id) pairs left their groups: release their queue locks there (see
+    :mod:`rocketq.broker.locks` on why at once), and tell each group's other clients."""
+    for group, client_id in left:
+        broker.locks.release(client_id, group)
+    notify_changed(broker, sorted({group for group, _ in left}))
+
+
+def connection_closed(broker, conn) -> None:
+    """*conn* closed: its clients leave their groups and lose every queue lock they hold, also a lock a
+    stale renewal took after the client unregistered."""
+    ids, left = broker.clients.connection_closed(conn)
+    for client_id in ids:
+        broker.locks.release(client_id)
+    members_left(broker, left)
 
 
 def notify_changed(broker, groups: list[str]) -> None:

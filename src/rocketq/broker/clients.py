@@ -66,42 +66,44 @@ class ClientManager:
         log.info("client %s %s from %s (producer groups: %s; consumer groups: %s)", client_id, verb,
                  getattr(conn, "peer", "?"), ", ".join(producers) or "-", ", ".join(consumers) or "-")
 
-    def unregister(self, client_id: str, *, producer_group: str | None, consumer_group: str | None) -> list[str]:
+    def unregister(self, client_id: str, *, producer_group: str | None,
+                   consumer_group: str | None) -> list[tuple[str, str]]:
+        """Forget *client_id* in the groups named; returns the (consumer group, client id) that left."""
         if producer_group:
             self.producers.get(producer_group, {}).pop(client_id, None)
         if consumer_group and consumer_group in self.consumers:
             if self.consumers[consumer_group].clients.pop(client_id, None) is not None:
-                return [consumer_group]
+                return [(consumer_group, client_id)]
         return []
 
-    def connection_closed(self, conn) -> list[str]:
-        for cid in [cid for cid, c in self._known.items() if c is conn]:
+    def connection_closed(self, conn) -> tuple[list[str], list[tuple[str, str]]]:
+        """Forget what *conn* carried; returns the client ids that heartbeated on it and the
+        (consumer group, client id) that left their groups."""
+        ids = [cid for cid, c in self._known.items() if c is conn]
+        for cid in ids:
             del self._known[cid]
             log.info("client %s disconnected (%s)", cid, getattr(conn, "peer", "?"))
-        changed = []
+        left = []
         for name, info in self.consumers.items():
-            gone = [cid for cid, (c, _) in info.clients.items() if c is conn]
-            for cid in gone:
+            for cid in [cid for cid, (c, _) in info.clients.items() if c is conn]:
                 del info.clients[cid]
-            if gone:
-                changed.append(name)
+                left.append((name, cid))
         for members in self.producers.values():
             for cid in [cid for cid, c in members.items() if c is conn]:
                 del members[cid]
-        return changed
+        return ids, left
 
-    def expire(self) -> list[str]:
+    def expire(self) -> list[tuple[str, str]]:
+        """Forget consumers without a heartbeat for ``CHANNEL_EXPIRED_S``; returns the (group, client id) that left."""
         limit = self._clock() - CHANNEL_EXPIRED_S
-        changed = []
+        left = []
         for name, info in self.consumers.items():
-            stale = [cid for cid, (_, seen) in info.clients.items() if seen < limit]
-            for cid in stale:
+            for cid in [cid for cid, (_, seen) in info.clients.items() if seen < limit]:
                 del info.clients[cid]
+                left.append((name, cid))
                 if self._known.pop(cid, None) is not None:
                     log.info("client %s expired: no heartbeat for %.0f s", cid, CHANNEL_EXPIRED_S)
-            if stale:
-                changed.append(name)
-        return changed
+        return left
 
     def subscription_data(self, group: str, topic: str) -> dict | None:
         """The SubscriptionData JSON *group*'s heartbeats registered for *topic*, or None."""

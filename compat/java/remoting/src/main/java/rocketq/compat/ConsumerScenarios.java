@@ -146,7 +146,10 @@ final class ConsumerScenarios {
             sent.addAll(ProducerScenarios.sendOrderly(p, topic, "o", 0, phase, orders));
             Msgs.await(() -> distinct(seen) >= sent.size(), timeout, "instance A to read phase 1");
             second.start();
-            long until = System.currentTimeMillis() + timeout;
+            // B may wait for a lock to lapse: A's periodic lock renewal (lockAll, from a snapshot of its
+            // queues) can reach the broker after the unlock A's rebalance sent, so a queue A gave up stays
+            // locked until the broker's lease ends (60 s, as in RocketMQ); joinTimeoutMs covers that
+            long until = System.currentTimeMillis() + a.getLong("joinTimeoutMs", timeout);
             while (seen.stream().noneMatch(m -> "B".equals(m.get("instance")))) {
                 if (System.currentTimeMillis() > until) {
                     throw new AssertionError("instance B never got a queue");
