@@ -187,7 +187,8 @@ def _charts(rows: dict, order: list[str], samples: dict, out: Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("latency, ms (one message per round trip)")
     ax.set_ylabel("fraction of sends")
-    ax.legend(fontsize=7)
+    if samples:                       # a run without the one-per-round-trip row has no curve to name
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "latency_cdf.png", dpi=110)
     plt.close(fig)
