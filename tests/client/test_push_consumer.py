@@ -137,3 +137,38 @@ def test_a_consumer_started_before_its_topic_exists_reads_it_soon_after(tmp_path
             assert sorted(got) == sorted(f"l{i}".encode() for i in range(10))
             await consumer.shutdown()
     asyncio.run(main())
+
+
+def test_an_orderly_lock_renewal_racing_a_rebalance_leaves_the_given_up_queue_free(tmp_path):
+    """The renewal locks a snapshot of the held queues; a queue rebalancing removes (and unlocks) while the
+    renewal is on the wire must not stay locked for the member it went to (which would wait out the
+    broker's 60 s lease). The renewal is held on the wire by a gate around the real call."""
+    async def main():
+        async with cluster(tmp_path) as c, Producer("PG", c.addr) as p:
+            await p.send(Message("Race", b"x"))                       # the topic, 4 queues
+            consumer = PushConsumer("GID_RACE", c.addr, listener=lambda msgs: None, orderly=True,
+                                    consume_from=ConsumeFrom.FIRST)
+            consumer.subscribe("Race")
+            await consumer.start()
+            await until(lambda: len(consumer._queues) == 5 and all(pq.locked for pq, _ in consumer._queues.values()),
+                        10, "the topic's 4 queues and the retry queue locked")
+            api, on_wire, go = consumer.instance.api, asyncio.Event(), asyncio.Event()
+            real_lock = api.lock_batch
+
+            async def gated_lock(*args):
+                on_wire.set()
+                await go.wait()
+                return await real_lock(*args)
+
+            api.lock_batch = gated_lock
+            renewal = asyncio.create_task(consumer._lock_all())
+            await on_wire.wait()
+            given_up = next(mq for mq in consumer._queues if mq.topic == "Race")
+            await consumer._queue_removed(given_up)                   # rebalancing gave it away: unlocked
+            go.set()
+            await renewal
+            api.lock_batch = real_lock
+            addr = await consumer.broker_addr(given_up)
+            assert await api.lock_batch(addr, "GID_RACE", "the-new-holder", [given_up]) == {given_up}
+            await consumer.shutdown()
+    asyncio.run(main())

@@ -131,6 +131,13 @@ class PushConsumer(ConsumerBase):
             for mq in mqs:
                 if mq in self._queues:
                     self._queues[mq][0].locked = mq in locked
+            # a queue rebalancing removed (and unlocked) while this renewal was on the wire was locked
+            # again by it; give it back, or the member it went to waits out the broker's lease (Apache
+            # RocketMQ's Java client has this race: docs/compatibility.md)
+            stale = [mq for mq in mqs if mq in locked and mq not in self._queues]
+            if stale:
+                with contextlib.suppress(MQClientError):
+                    await self.instance.api.unlock_batch(addr, self.group, self.instance.client_id, stale)
 
     # -- pulling -----------------------------------------------------------------------------
 
