@@ -209,5 +209,117 @@ def scan(buf: bytes, base: int, start: int, limit: int, *, check_crc: bool, torn
     return positions, sizes, pos, False, None
 
 
+
+
+# -- reading a queue ------------------------------------------------------------------------------
+
+BLANK_SIZE = 0x7FFFFFFF
+UNIT = struct.Struct(">qiq")
+
+
+def read_units(units: bytes, segment: bytes, seg_base: int, readable: int, *, log_min: int, max_bytes: int,
+               tag_codes=None):
+    """``(records, count, units consumed, last offset or -1, expired seen, stop)`` of a pull's walk over
+    consume-queue units (RocketMQ ``DefaultMessageStore.getMessage``)."""
+    data = segment[:readable]
+    taken, consumed, last, expired = [], 0, -1, False
+    for phys, size, code in UNIT.iter_unpack(units[:len(units) // 20 * 20]):
+        if size == BLANK_SIZE or size <= 0:
+            consumed += 1
+        elif phys < log_min:
+            expired, consumed = True, consumed + 1
+        elif tag_codes is not None and code not in tag_codes:
+            consumed += 1
+        elif not 0 <= phys - seg_base <= len(data) - size:
+            return _read(taken, consumed, last, expired, "segment")
+        elif taken and sum(map(len, taken)) + size > max_bytes:
+            return _read(taken, consumed, last, expired, "budget")
+        else:
+            taken.append(data[phys - seg_base:phys - seg_base + size])
+            last, consumed = phys, consumed + 1
+    return _read(taken, consumed, last, expired, "end")
+
+
+def _read(taken, consumed, last, expired, stop):
+    return b"".join(taken), len(taken), consumed, last, expired, stop
+
+
+# -- the SQL92 prefilter's property columns -------------------------------------------------------
+
+ABSENT, UNKNOWN = -1, -2
+
+
+def parse_record(buf: bytes, pos: int, end: int):
+    """``(store timestamp, properties bytes)`` of the record at ``buf[pos:end]``, or None when the bytes
+    there are no whole record whose lengths add up to its TOTALSIZE."""
+    if end - pos < 8:
+        return None
+    size, magic = struct.unpack_from(">iI", buf, pos)
+    if magic not in (MAGIC_V1, MAGIC_V2) or not 0 < size <= end - pos:
+        return None
+    sys_flag = struct.unpack_from(">i", buf, pos + 36)[0] if size >= 40 else 0
+    header = 88 + (12 if sys_flag & BORNHOST_V6 else 0) + (12 if sys_flag & STOREHOST_V6 else 0)
+    if size < header + 3:
+        return None
+    body_len = struct.unpack_from(">i", buf, pos + header - 4)[0]
+    if body_len < 0 or header + body_len + 3 > size:
+        return None
+    at = pos + header + body_len
+    topic_len, at = (buf[at], at + 1) if magic == MAGIC_V1 else (struct.unpack_from(">H", buf, at)[0], at + 2)
+    if at + topic_len + 2 > pos + size:
+        return None
+    props_len = struct.unpack_from(">H", buf, at + topic_len)[0]
+    if at + topic_len + 2 + props_len != pos + size:
+        return None
+    store_ts = struct.unpack_from(">q", buf, pos + (68 if sys_flag & BORNHOST_V6 else 56))[0]
+    return store_ts, buf[pos + size - props_len:pos + size]
+
+
+def property_items(props: bytes) -> dict[bytes, bytes]:
+    """``name -> value`` of a properties string, the last of a name winning; items without a name or
+    without a separator are no property."""
+    out = {}
+    for item in props.split(b"\x02"):
+        name, sep, value = item.partition(b"\x01")
+        if sep and name:
+            out[name] = value
+    return out
+
+
+def property_codes(units: bytes, segment: bytes, seg_base: int, readable: int, names: list[str]):
+    """``([store timestamp per unit], [(distinct values, [code per unit]) per name])``: each value's
+    index among the name's distinct UTF-8 values, ABSENT or UNKNOWN (not UTF-8, or no record there)."""
+    data = segment[:readable]
+    times, cols = [], [([], {}, []) for _ in names]
+    first = {name.encode(): names.index(name) for name in names}
+    for phys, size, _code in UNIT.iter_unpack(units[:len(units) // 20 * 20]):
+        rel = phys - seg_base
+        ok = size != BLANK_SIZE and size > 0 and 0 <= rel <= len(data) - size
+        parsed = parse_record(data, rel, rel + size) if ok else None
+        if parsed is None:
+            times.append(0)
+            for _, _, codes in cols:
+                codes.append(UNKNOWN)
+            continue
+        times.append(parsed[0])
+        found = {first[n]: v for n, v in property_items(parsed[1]).items() if n in first}
+        for i, (values, index, codes) in enumerate(cols):
+            codes.append(_code_of(found.get(i), values, index))
+    return times, [(values, codes) for values, _, codes in cols]
+
+
+def _code_of(value: bytes | None, values: list[str], index: dict[bytes, int]) -> int:
+    if value is None:
+        return ABSENT
+    if value not in index:
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return UNKNOWN
+        index[value] = len(values)
+        values.append(text)
+    return index[value]
+
+
 __all__ = ["Rec", "encode_record", "encode_log", "tags_keys_props", "wire_batch", "dispatch", "index_put", "scan",
-           "MAGIC_V2"]
+           "MAGIC_V2", "read_units", "property_codes", "parse_record", "property_items"]
