@@ -321,5 +321,16 @@ def _code_of(value: bytes | None, values: list[str], index: dict[bytes, int]) ->
     return index[value]
 
 
+
+def find_record_start(buf: bytes, base: int, lo: int, hi: int) -> int | None:
+    """The first position in ``[lo, hi)`` with the V1 magic 4 bytes in and a PHYSICALOFFSET (at 28)
+    equal to its own log offset: where a reader resynchronises after damage."""
+    for p in range(lo, min(hi, len(buf) - 35)):
+        if struct.unpack_from(">I", buf, p + 4)[0] == MAGIC_V1 and struct.unpack_from(">q", buf, p + 28)[0] == base + p:
+            return p
+    return None
+
+
 __all__ = ["Rec", "encode_record", "encode_log", "tags_keys_props", "wire_batch", "dispatch", "index_put", "scan",
-           "MAGIC_V2", "read_units", "property_codes", "parse_record", "property_items"]
+           "MAGIC_V2", "read_units", "property_codes", "parse_record", "property_items",
+           "find_record_start"]

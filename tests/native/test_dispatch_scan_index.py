@@ -12,7 +12,7 @@ import struct
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import Rec, dispatch, encode_log, index_put, scan
+from reference import Rec, dispatch, encode_log, find_record_start, index_put, scan
 
 from rocketq import _native
 
@@ -160,6 +160,27 @@ def test_scan_segment_equals_the_reference_on_damaged_logs(recs, data, store_ip)
         (r_pos, r_sizes, r_end, r_blank)
     assert (error[0] if error else None) == r_error
 
+
+
+@SETTINGS
+@given(recs=st.lists(records(), min_size=1, max_size=8), data=st.data())
+def test_find_record_start_equals_the_reference_after_damage(recs, data):
+    prefix = data.draw(st.binary(max_size=30))
+    base = data.draw(st.integers(0, 1 << 40))
+    records_log = _log(recs, base=base + len(prefix), store_ip=bytes(4), blank=0)
+    log, starts, at = bytearray(prefix + records_log), [], len(prefix)
+    while at < len(log):
+        starts.append(at)
+        at += struct.unpack_from(">i", log, at)[0]
+    for start in data.draw(st.lists(st.sampled_from(starts), max_size=2)):     # a record's magic or offset hit
+        log[start + data.draw(st.sampled_from([4, 7, 28, 35]))] ^= 0x40
+    for _ in range(data.draw(st.integers(0, 2))):
+        log[data.draw(st.integers(0, len(log) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.one_of(st.none(), st.builds(lambda s, k: s + k, st.sampled_from(starts), st.integers(34, 38))))
+    buf = bytes(log[:cut]) + (data.draw(st.binary(max_size=40)) if cut is None else b"")
+    lo = data.draw(st.one_of(st.sampled_from([s for s in starts if s <= len(buf)]), st.integers(0, len(buf))))
+    hi = data.draw(st.integers(lo, len(buf) + 50))
+    assert _native.find_record_start(buf, base, lo, hi) == find_record_start(buf, base, lo, hi)
 
 def test_dispatch_run_survives_pickling():
     import pickle
