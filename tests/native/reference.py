@@ -331,6 +331,38 @@ def find_record_start(buf: bytes, base: int, lo: int, hi: int) -> int | None:
     return None
 
 
+
+# -- the Spark sink's batch entries ---------------------------------------------------------------
+
+def sink_rows(bodies, tags, keys, props, *, uniq_prefix: bytes, first_counter: int, max_body_bytes: int) -> list[bytes]:
+    """One SEND_BATCH_MESSAGE entry per row (``wire_batch``'s layout, flag 0): properties UNIQ_KEY
+    (prefix and 48-bit counter, upper-case hex), TAGS, KEYS, then the map's items without null values.
+    A row that cannot be a message raises ValueError naming it, as the encoder does."""
+    out = []
+    for i, body in enumerate(bodies):
+        if not body:
+            raise ValueError(f"row {i}: the body is null or empty")
+        if len(body) > max_body_bytes:
+            raise ValueError(f"row {i}: body of {len(body)} bytes exceeds {max_body_bytes}")
+        counter = ((first_counter + i) & 0xFFFF_FFFF_FFFF).to_bytes(6, "big")
+        text = b"UNIQ_KEY\x01" + (uniq_prefix + counter).hex().upper().encode() + b"\x02"
+        pairs = [(b"TAGS", tags[i] if tags else None), (b"KEYS", keys[i] if keys else None)]
+        for name, value in pairs:
+            if value is not None and (b"\x01" in value or b"\x02" in value):
+                raise ValueError(f"row {i}: {name.decode().lower()} contains a \\x01 or \\x02 separator")
+        for name, value in (props[i] if props and props[i] else []):
+            if value is None:
+                continue
+            if any(sep in part for part in (name, value) for sep in (b"\x01", b"\x02")):
+                raise ValueError(f"row {i}: property {name.decode()!r} contains a \\x01 or \\x02 separator")
+            pairs.append((name, value))
+        text += b"".join(n + b"\x01" + v + b"\x02" for n, v in pairs if v is not None)
+        if len(text) > 32767:
+            raise ValueError(f"row {i}: properties of {len(text)} bytes exceed 32767")
+        out.append(wire_batch([(0, body, text)]))
+    return out
+
+
 __all__ = ["Rec", "encode_record", "encode_log", "tags_keys_props", "wire_batch", "dispatch", "index_put", "scan",
            "MAGIC_V2", "read_units", "property_codes", "parse_record", "property_items",
-           "find_record_start"]
+           "find_record_start", "sink_rows"]

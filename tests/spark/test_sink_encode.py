@@ -76,3 +76,15 @@ def test_sliced_batches_encode_their_own_rows(fixed_ids):
     assert count == 4 and decoded.bodies == [b"b3", b"b4", b"b5", b"b6"]
     assert [t.split("\x02", 1)[1] for t in decoded.texts] == [
         "TAGS\x01t3\x02p\x013\x02", "p\x014\x02", "p\x015\x02", "TAGS\x01t6\x02p\x016\x02"]
+
+
+@pytest.mark.parametrize("maps", [[[], None], [[("a", None)], []], [[("a", None), ("b", None)], None]],
+                         ids=["every map empty or null", "every value null", "null values and a null map"])
+def test_properties_maps_without_any_value_encode(fixed_ids, maps):
+    batch = pa.RecordBatch.from_pydict({"topic": ["T", "T"], "body": [b"x", b"y"]} | {
+        "properties": pa.array(maps, pa.map_(pa.string(), pa.string()))})
+    [group] = encode(batch, None)
+    [(body, count, _)] = list(chunks(group, 10, 1 << 20))
+    assert count == 2
+    assert decode_batch(body).texts == ["UNIQ_KEY\x01" + "0" * 32 + "\x02",
+                                         "UNIQ_KEY\x01" + "0" * 31 + "1\x02"]

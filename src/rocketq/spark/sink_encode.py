@@ -64,20 +64,26 @@ def _reserve_ids(n: int) -> int:
     return first
 
 
-def _parts(column: pa.Array | None, typ) -> tuple | None:
+def _buffers(column: pa.Array, typ) -> tuple:
     """The Arrow buffers of a variable-width column as the native encoder takes them."""
-    if column is None or column.null_count == len(column):
-        return None
     column = column.cast(typ)
     validity, offsets, data = column.buffers()
     return validity, offsets, data if data is not None else b"", column.offset, len(column)
+
+
+def _parts(column: pa.Array | None, typ) -> tuple | None:
+    """:func:`_buffers`, or None for a column that is absent or all null (the encoder leaves it out)."""
+    if column is None or column.null_count == len(column):
+        return None
+    return _buffers(column, typ)
 
 
 def _map_parts(column: pa.Array | None) -> tuple | None:
     if column is None or column.null_count == len(column):
         return None
     offsets = column.buffers()[1]
-    return offsets, column.offset, _parts(column.keys, pa.string()), _parts(column.items, pa.string())
+    # keys and values as they are, also when every map is empty or every value null
+    return offsets, column.offset, _buffers(column.keys, pa.string()), _buffers(column.items, pa.string())
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -107,16 +113,24 @@ def encode(batch: pa.RecordBatch, default_topic: str | None, row0: int = 0) -> l
     body = _column(batch, "body")
     if body is None:
         raise RowError("the rows to write need a 'body' column (binary or string)")
-    props = _column(batch, "properties")
     try:
-        data, offsets, blen = _native.encode_sink_rows(
-            n, _parts(body, pa.binary()) or (None, pa.py_buffer(bytes(4 * (n + 1))), b"", 0, n),
-            _parts(_column(batch, "tags"), pa.string()), _parts(_column(batch, "keys"), pa.string()),
-            _map_parts(props), uniq_prefix=_PREFIX, first_counter=_reserve_ids(n), max_body_bytes=MAX_BODY_BYTES)
+        data, offsets, blen = encode_rows(batch, uniq_prefix=_PREFIX, first_counter=_reserve_ids(n))
     except ValueError as exc:
         raise RowError(_shift_row(str(exc), row0)) from None
     messages = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     return _group(batch, topics, messages, np.frombuffer(blen, dtype=np.int64))
+
+
+def encode_rows(batch: pa.RecordBatch, *, uniq_prefix: bytes, first_counter: int,
+                max_body_bytes: int = MAX_BODY_BYTES) -> tuple[bytes, bytes, bytes]:
+    """The native encoder's ``(entries, int64 entry offsets, int64 body lengths)`` for *batch*'s rows
+    (its ``body`` column is there); ValueError names a row that cannot be a message."""
+    n = batch.num_rows
+    return _native.encode_sink_rows(
+        n, _parts(batch.column("body"), pa.binary()) or (None, pa.py_buffer(bytes(4 * (n + 1))), b"", 0, n),
+        _parts(_column(batch, "tags"), pa.string()), _parts(_column(batch, "keys"), pa.string()),
+        _map_parts(_column(batch, "properties")), uniq_prefix=uniq_prefix, first_counter=first_counter,
+        max_body_bytes=max_body_bytes)
 
 
 def _shift_row(message: str, row0: int) -> str:
