@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import Rec, dispatch, encode_log, find_record_start, index_put, scan
@@ -131,6 +133,37 @@ def test_index_put_equals_putkey(entries, slots, max_entries, chunks):
         ref_n += index_put(ref, slots, max_entries, entries[i:i + step])
         nat_n += _native.index_put(nat, slots, max_entries, entries[i:i + step])
     assert nat_n == ref_n and bytes(nat) == bytes(ref)
+
+
+
+@SETTINGS
+@given(recs=st.lists(records(), max_size=25), slots=st.integers(1, 13), max_entries=st.integers(2, 40),
+       data=st.data())
+def test_index_put_run_puts_the_runs_entries_as_putkey_does(recs, slots, max_entries, data):
+    log = _log(recs, base=0, store_ip=bytes(4), blank=0)
+    run = _native.dispatch_scan(log, 0, len(log), base_offset=0, delay_levels_ms=DELAYS)
+    entries = run.index_list()
+    start = data.draw(st.integers(0, len(entries) + 1))
+    size = 40 + slots * 4 + max_entries * 20
+    ref, nat = bytearray(size), bytearray(size)
+    struct.pack_into(">i", ref, 36, 1)
+    struct.pack_into(">i", nat, 36, 1)
+    assert _native.index_put_run(nat, slots, max_entries, run, start) == \
+        index_put(ref, slots, max_entries, entries[start:])
+    assert bytes(nat) == bytes(ref)
+
+
+@SETTINGS
+@given(units=st.binary(max_size=100), size=st.integers(0, 120), pos=st.integers(0, 130))
+def test_cq_write_copies_units_in_place_or_refuses_a_range_past_the_end(units, size, pos):
+    dest = bytearray(b"\xee" * size)
+    if pos + len(units) > size:
+        with pytest.raises(ValueError, match="cq_write"):
+            _native.cq_write(dest, pos, units)
+        assert dest == b"\xee" * size                               # nothing written
+        return
+    _native.cq_write(dest, pos, units)
+    assert dest == b"\xee" * pos + units + b"\xee" * (size - pos - len(units))
 
 
 @SETTINGS

@@ -52,7 +52,7 @@ def test_sink_rows_equal_the_reference(data, n, max_body, sliced):
                          want_props, uniq_prefix=PREFIX, first_counter=COUNTER, max_body_bytes=max_body)
     except ValueError as exc:
         want = exc
-    encode = lambda: encode_rows(batch, uniq_prefix=PREFIX, first_counter=COUNTER, max_body_bytes=max_body)  # noqa: E731
+    encode = lambda: encode_rows(batch, uniq_prefix=PREFIX, first_counter=COUNTER, max_body_bytes=max_body)
     if isinstance(want, ValueError):
         with pytest.raises(ValueError) as got:
             encode()

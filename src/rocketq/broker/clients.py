@@ -71,9 +71,9 @@ class ClientManager:
         """Forget *client_id* in the groups named; returns the (consumer group, client id) that left."""
         if producer_group:
             self.producers.get(producer_group, {}).pop(client_id, None)
-        if consumer_group and consumer_group in self.consumers:
-            if self.consumers[consumer_group].clients.pop(client_id, None) is not None:
-                return [(consumer_group, client_id)]
+        info = self.consumers.get(consumer_group) if consumer_group else None
+        if info is not None and info.clients.pop(client_id, None) is not None:
+            return [(consumer_group, client_id)]
         return []
 
     def connection_closed(self, conn) -> tuple[list[str], list[tuple[str, str]]]:
