@@ -4,8 +4,8 @@ A directory fsync queues behind the log's writeback (0.05-0.66 s measured on the
 during ``bench store``'s batch row), so the threads that create files while appending - the
 dispatcher rolling consume-queue files - must not pay it; the flush that first claims bytes of a
 new file durable syncs its directory first.  A power loss cannot be staged here, so the order is
-observed by recording the two system calls (``fsync_dir`` and ``os.fdatasync``) as the real store
-makes them.
+observed by recording the calls that sync (``fsync_dir``, a segment's range sync and
+``os.fdatasync``) as the real store makes them.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from rocketq.store import Message, MessageStore, PutStatus
 
 
 def _record_syncs(monkeypatch) -> list[tuple[str, str, str]]:
-    """(call, thread name, what) for every directory sync and every fdatasync from now on."""
+    """(call, thread name, what) for every directory sync and every data sync from now on."""
     calls: list[tuple[str, str, str]] = []
-    real_dir, real_data = mapped_file.fsync_dir, os.fdatasync
+    real_dir, real_data, real_range = mapped_file.fsync_dir, os.fdatasync, mapped_file.MappedFile._sync_range
 
     def fsync_dir(directory):
         calls.append(("dir", threading.current_thread().name, str(directory)))
@@ -32,8 +32,13 @@ def _record_syncs(monkeypatch) -> list[tuple[str, str, str]]:
         calls.append(("data", threading.current_thread().name, os.readlink(f"/proc/self/fd/{fd}")))
         real_data(fd)
 
+    def sync_range(mf, start, end):
+        calls.append(("data", threading.current_thread().name, str(mf.path)))
+        return real_range(mf, start, end)
+
     monkeypatch.setattr(mapped_file, "fsync_dir", fsync_dir)
     monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(mapped_file.MappedFile, "_sync_range", sync_range)
     return calls
 
 
@@ -57,7 +62,7 @@ def test_the_dispatcher_rolls_consume_queue_files_without_syncing_a_directory(tm
     assert min(cq_dir_syncs) < min(cq_data), calls
 
 
-def test_a_new_file_has_its_name_synced_once_before_its_first_fdatasync(tmp_path, monkeypatch):
+def test_a_new_file_has_its_name_synced_once_before_its_first_data_sync(tmp_path, monkeypatch):
     calls = _record_syncs(monkeypatch)
     mf = mapped_file.MappedFile(tmp_path / mapped_file.file_name(0), 4096)
     try:
