@@ -8,7 +8,6 @@ root; without them the tests are skipped (they run as root here).
 from __future__ import annotations
 
 import ctypes
-import os
 import struct
 
 import pytest
