@@ -357,6 +357,9 @@ impl Builder {
     }
 }
 
+/// What `from_messages` reserves per message for its properties (`TAGS` and one `KEYS` are ~30 bytes).
+const PROPS_GUESS_BYTES: usize = 48;
+
 /// Below this many bytes a kernel keeps the GIL: releasing and taking it back costs more.
 pub const DETACH_FROM_BYTES: usize = 64 * 1024;
 
@@ -471,6 +474,11 @@ impl RecordBatch {
             },
             msgs.len(),
         );
+        // every plain message adds its properties to the arena, a span and its body to keep: sized
+        // once here instead of grown (realloc) a few times per batch
+        b.arena.reserve(msgs.len() * PROPS_GUESS_BYTES);
+        b.arena_props.reserve(msgs.len());
+        b.keep.reserve(msgs.len());
         let reader = msgs
             .iter()
             .next()

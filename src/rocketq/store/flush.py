@@ -13,7 +13,7 @@ Three services, one per RocketMQ mode:
   buffer to the file (``pwrite``) every ``commitIntervalCommitLog`` ms (at least
   ``commitCommitLogLeastPages`` pages, or everything at a thorough interval), then wake the flusher.
 
-Each runs on its own daemon thread; fdatasync releases the GIL.  ``on_flushed(offset)`` lets the
+Each runs on its own daemon thread; the data syncs (msync, fdatasync) release the GIL.  ``on_flushed(offset)`` lets the
 store record progress in the checkpoint.  A flush slower than ``SLOW_FLUSH_S`` (RocketMQ logs those
 over 500 ms too) means the disk is not keeping up: it is logged as a warning, at most once per
 ``SLOW_FLUSH_LOG_INTERVAL_S`` with the count since the last one.

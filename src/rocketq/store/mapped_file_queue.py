@@ -140,7 +140,8 @@ class MappedFileQueue:
         return moved
 
     def flush(self) -> int:
-        """fdatasync every segment with unflushed data; returns the flushed offset."""
+        """Sync every segment with unflushed data (its unflushed range, see ``MappedFile.flush``);
+        returns the flushed offset."""
         for mf in self._unfinished("flushed"):
             mf.flush()
         return self.flushed_offset()

@@ -31,7 +31,15 @@ class StoreWrites:
     """Mixed into MessageStore; uses its commitlog, dispatcher, cleaner, group commit and preparer."""
 
     def put_message(self, msg: Message) -> PutMessageResult:
-        result = self._append_one(msg)
+        dispatcher = self.dispatcher
+        # _append_one's common case inline (one Python frame less per single put, ~5 % of its writer)
+        if self.running and dispatcher.blocked is None and self.cleaner.full is None and not msg.delay_level:
+            try:
+                result = self.commitlog.append_message(msg, self._clock, dispatcher.notify_appended)
+            except PutError as exc:
+                result = PutMessageResult(exc.status, error=exc.reason)
+        else:
+            result = self._append_one(msg)
         if self.group_commit is not None and result.status == PutStatus.PUT_OK \
                 and not self.group_commit.wait_flushed(result.physical_offset + result.wrote_bytes):
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
