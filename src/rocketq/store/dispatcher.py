@@ -93,16 +93,17 @@ class ConsumeQueueSink:
         self.bitmaps = bitmaps
 
     def dispatch(self, run) -> None:
-        filters = self.bitmaps.snapshot(run.end_offset) if self.bitmaps is not None else None
+        bitmaps, queue_for, on_written, on_arrival = self.bitmaps, self._queue_for, self.on_written, self.on_arrival
+        filters = bitmaps.snapshot(run.end_offset) if bitmaps is not None else None
         for topic, queue_id, first, units, phy_end in run.queue_runs():
-            cq = self._queue_for(topic, queue_id)
+            cq = queue_for(topic, queue_id)
             if filters and topic in filters:
-                first, units = self.bitmaps.attach(cq, first, units, filters[topic])
+                first, units = bitmaps.attach(cq, first, units, filters[topic])
             cq.put_bytes(units, first, phy_end)
-            if self.on_written is not None:
-                self.on_written(cq)
-            if self.on_arrival is not None:
-                self.on_arrival(topic, queue_id, first + len(units) // CQ_UNIT_SIZE)
+            if on_written is not None:
+                on_written(cq)
+            if on_arrival is not None:
+                on_arrival(topic, queue_id, first + len(units) // CQ_UNIT_SIZE)
 
 
 class IndexSink:
@@ -386,8 +387,7 @@ class Dispatcher:
             if run.error is not None:
                 raise DispatchError(f"{mf.path}: {run.error}")
             if stall:
-                held = _Held(run, live)
-                if not self._feed(held, first_try=True):
+                if not self._feed_new(run, live):
                     break
             else:
                 for sink in self._sinks:
@@ -405,8 +405,26 @@ class Dispatcher:
         files_size = self._log.files.file_size
         self.dispatched_offset = run.base_offset + files_size if run.blank else run.end_offset
 
-    def _feed(self, held: _Held, *, first_try: bool = False) -> bool:
-        """Feed *held*'s run to the sinks from the one it stopped at; True when every sink took it."""
+    def _feed_new(self, run, live: bool) -> bool:
+        """Feed a freshly walked *run* to every sink; True when all took it.  The common case makes no
+        :class:`_Held`: one is made only when a sink fails, holding the run from that sink on, as
+        :meth:`_feed` does (one message per round trip drains a run of one each time)."""
+        fed = 0
+        try:
+            for sink in self._sinks:
+                sink.dispatch(run)
+                fed += 1
+        except OSError as exc:             # a full disk (or the like): hold the run and try again later
+            self._stall(_Held(run, live, sink=fed), exc)
+            return False
+        except BaseException as exc:       # a bug: derived state is now behind the log, stop loudly
+            self._fail(exc)
+            return False
+        self._advance(run)
+        return True
+
+    def _feed(self, held: _Held) -> bool:
+        """Feed the held run to the sinks from the one it stopped at; True when every sink took it."""
         sinks = self._sinks
         while held.sink < len(sinks):
             try:
@@ -419,12 +437,11 @@ class Dispatcher:
                 return False
             held.sink += 1
         self._advance(held.run)
-        if not first_try:                  # a stalled run got through: its records count now
-            if held.live:
-                self._done_msgs += held.run.records
-            log.warning("dispatch resumed (now at commitlog offset %d) after %.1f s stalled (%d failed attempts)",
-                        self.dispatched_offset, time.monotonic() - held.since, held.attempts)
-            self._held, self.blocked, self._retry_s = None, None, RETRY_FIRST_S
+        if held.live:                      # the stalled run got through: its records count now
+            self._done_msgs += held.run.records
+        log.warning("dispatch resumed (now at commitlog offset %d) after %.1f s stalled (%d failed attempts)",
+                    self.dispatched_offset, time.monotonic() - held.since, held.attempts)
+        self._held, self.blocked, self._retry_s = None, None, RETRY_FIRST_S
         return True
 
     def _stall(self, held: _Held, exc: OSError) -> None:
