@@ -162,7 +162,7 @@ class Broker:
                                         max_inflight_sends=self.settings.send_queue_capacity, clock=loop.time)
         self.long_polling = LongPollingService(loop)
         self.store.arrival_listeners.append(self.long_polling.notify_threadsafe)
-        self.store.dispatcher.drive_from(loop)   # dispatch on the loop: no GIL hand-offs
+        self.store.dispatcher.drive_from(loop, waiting=self._arrival_awaited)   # on the loop: no GIL hand-offs
         try:                                      # pop consumption, for gRPC receives and remoting POP_MESSAGE
             self.pop = PopService(self).start()
         except BaseException:                     # a corrupt pop log: say where, leave nothing running
@@ -348,7 +348,18 @@ class Broker:
         self.stats.rpc(cmd.code, -1 if response is None else response.code, time.perf_counter_ns() - started)
         return response
 
+    def _arrival_awaited(self) -> bool:
+        """A held long poll or pop waits for a message: the dispatcher dispatches sends at once, not
+        coalesced (store/dispatcher.py)."""
+        if self.long_polling.held:
+            return True
+        pop = getattr(self, "pop", None)           # set right after drive_from
+        popper = pop.popper if pop is not None else None
+        return popper is not None and popper.waiting
+
     async def _serve(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
+        if cmd.code not in EAGER_CODES:          # a reader sees every send answered before it asked
+            self.store.dispatcher.catch_up()
         if "watched" not in conn.context:        # first request on this connection: watch its end
             conn.context["watched"] = True
             conn.on_close(lambda c: client_handlers.connection_closed(self, c))

@@ -32,7 +32,9 @@ Invariants and limits:
   nothing in flight (a suspended long poll is in flight) since the last sweeps.
 * Frames written in one loop iteration are queued and sent together by one ``writelines`` at the
   end of it (one syscall per batch of answers, not per answer); past ``FLUSH_NOW_BYTES`` queued
-  they are written at once.
+  they are written at once.  Answers made inside ``data_received`` (eager handlers) go out at its
+  end, without a loop callback: the answer to a one-at-a-time send leaves before anything else the
+  loop has queued runs.
 * A malformed frame cannot be skipped (frames have no delimiter): the connection is logged with
   the peer and the reason, and aborted.  Other connections are unaffected.
 * ONEWAY requests are never answered; a handler's return value for them is dropped.
@@ -126,6 +128,7 @@ class RemotingConnection(asyncio.Protocol):
         self._idle_sweeps = 0
         self._out: list[bytes] = []           # frames written in this loop iteration, sent together
         self._out_bytes = 0
+        self._receiving = False               # inside data_received: it flushes what is queued at its end
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._close_callbacks: list[CloseCallback] = []
         self._closing = False
@@ -264,7 +267,13 @@ class RemotingConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._traffic = True
         self._decoder.receive_data(data)
-        self._process_frames()
+        self._receiving = True               # answers queued meanwhile are flushed below, not by a callback
+        try:
+            self._process_frames()
+        finally:
+            self._receiving = False
+            if self._out:
+                self._flush_out()
 
     def eof_received(self) -> bool:
         self._decoder.receive_data(b"")
@@ -430,7 +439,7 @@ class RemotingConnection(asyncio.Protocol):
         transport = self._transport
         if self._closing or transport is None or transport.is_closing():
             raise RemotingConnectionClosedError(f"connection to {self.peer} is closed")
-        if not self._out:
+        if not self._out and not self._receiving:
             self._loop.call_soon(self._flush_out)
         self._out.append(head)
         if body:

@@ -73,6 +73,15 @@ class ConsumeQueue:
 
     def put_bytes(self, data: bytes, first_offset: int, phy_end: int) -> None:
         """:meth:`put` of units already encoded (20 bytes each); *phy_end* is the end of the last one's record."""
+        files = self.files.files
+        if files:                             # the common case, one dispatched send: it fits the last segment
+            mf = files[-1]
+            pos = mf.wrote
+            if mf.file_from_offset + pos == first_offset * CQ_UNIT_SIZE and len(data) <= mf.file_size - pos:
+                _native.cq_write(mf.write_target(), pos, data)
+                mf.advance(len(data))
+                self.max_phy_offset = phy_end
+                return
         end = self.files.max_offset()
         start = first_offset * CQ_UNIT_SIZE
         if start < end:                       # re-dispatch: skip what is already there

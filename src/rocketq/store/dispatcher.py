@@ -17,9 +17,14 @@ messages it appended.  The thread dispatches whatever is there when it wakes.  W
 
 :meth:`Dispatcher.drive_from` moves the dispatch of small appends onto an event loop (the
 broker's): an append of fewer than ``LOOP_BATCH_MAX`` messages schedules one drain callback if none
-is pending (behind the callbacks already queued, so the producer's answer goes out first).  That
-saves a thread wake-up and two GIL hand-offs per single send, which is what one-at-a-time sends and
-a message's end-to-end latency wait on, while batch sends keep the thread.
+is pending.  That saves a thread wake-up and two GIL hand-offs per single send, while batch sends
+keep the thread.  When a reader waits for an arrival (a held long poll or pop: the *waiting*
+predicate of ``drive_from``), the callback runs right behind what is queued (so the producer's answer
+goes out first) and the waiter is woken without a timer.  When nobody waits, it runs
+``coalesce_s`` later (1 ms, RocketMQ's reput looks every 1 ms), so one-at-a-time sends share a drain
+instead of paying ~20 us of Python each; a reader that asks in between calls
+:meth:`Dispatcher.catch_up` first (the broker does before every request that is not a send), so
+a client that got its send's answer always finds the message.
 
 A run is dispatched whole or not at all as far as ``dispatched_offset`` is concerned: the sinks skip
 what they already hold (units below a queue's end, index entries at or below its newest offset), so
@@ -63,6 +68,7 @@ log = logging.getLogger(__name__)
 LOOP_DRAIN_BYTES = 4 << 20     # per event-loop callback (drive_from), so one drain never holds the loop long
 LOOP_BATCH_MAX = 16            # with drive_from, appends smaller than this are dispatched on the loop
 LOOP_RETRY_S = 0.001           # the loop's next look when the thread was draining
+LOOP_COALESCE_S = 0.001        # with drive_from and nobody waiting for an arrival, small appends are dispatched this late at most
 THREAD_DRAIN_BYTES = 64 << 20  # per walk of the thread, so waiters are told about progress in between
 UNCOMMITTED_WAIT_S = 0.05      # longest wait for a transient-pool commit (it wakes the thread; this bounds a lost wake)
 RETRY_FIRST_S = 0.05           # a stalled dispatch is tried again after this long ...
@@ -93,16 +99,17 @@ class ConsumeQueueSink:
         self.bitmaps = bitmaps
 
     def dispatch(self, run) -> None:
-        filters = self.bitmaps.snapshot(run.end_offset) if self.bitmaps is not None else None
+        bitmaps, queue_for, on_written, on_arrival = self.bitmaps, self._queue_for, self.on_written, self.on_arrival
+        filters = bitmaps.snapshot(run.end_offset) if bitmaps is not None else None
         for topic, queue_id, first, units, phy_end in run.queue_runs():
-            cq = self._queue_for(topic, queue_id)
+            cq = queue_for(topic, queue_id)
             if filters and topic in filters:
-                first, units = self.bitmaps.attach(cq, first, units, filters[topic])
+                first, units = bitmaps.attach(cq, first, units, filters[topic])
             cq.put_bytes(units, first, phy_end)
-            if self.on_written is not None:
-                self.on_written(cq)
-            if self.on_arrival is not None:
-                self.on_arrival(topic, queue_id, first + len(units) // CQ_UNIT_SIZE)
+            if on_written is not None:
+                on_written(cq)
+            if on_arrival is not None:
+                on_arrival(topic, queue_id, first + len(units) // CQ_UNIT_SIZE)
 
 
 class IndexSink:
@@ -177,8 +184,11 @@ class Dispatcher:
         self._progress = threading.Condition()
         self._waiters = 0
         self._stopped = False
-        self._drain_scheduled = False
+        self._drain_scheduled = False    # a drain callback is queued on the loop
+        self._later_scheduled = False    # ... or one runs coalesce_s after an append (nobody waited)
         self._event_loop = None      # set by drive_from
+        self._someone_waits = None   # set by drive_from: True when a reader waits for an arrival
+        self.coalesce_s = LOOP_COALESCE_S
         self.failure: BaseException | None = None     # bytes that are no record, or a bug in a sink: stopped
         self.blocked: str | None = None               # why dispatch is not moving (stalled or failed)
         self._held: _Held | None = None               # the run a sink failed on, tried again first
@@ -190,11 +200,20 @@ class Dispatcher:
         self.dispatched_offset = from_offset
         self._thread.start()
 
-    def drive_from(self, loop) -> None:
-        """Dispatch small appends on the asyncio *loop* from now on (the broker's)."""
+    def drive_from(self, loop, *, waiting: Callable[[], bool] | None = None) -> None:
+        """Dispatch small appends on the asyncio *loop* from now on (the broker's); *waiting* says
+        whether a reader waits for an arrival (then at once, else up to ``coalesce_s`` later; None:
+        always at once)."""
         self._event_loop = loop
+        self._someone_waits = waiting
         if self._behind():
             self._schedule_drain()
+
+    def catch_up(self) -> None:
+        """Dispatch what small appends left pending, now (on the loop; a no-op when nothing is):
+        a reader is about to look at consume queues or the index."""
+        if self._done_msgs < self._appended_msgs and self._held is None and self.failure is None:
+            self._drain(LOOP_DRAIN_BYTES, blocking=False)
 
     def dispatch_range(self, start: int, end: int) -> int:
         """Walk [start, end) now, in the caller's thread (recovery, a slave's replicated bytes), and
@@ -213,7 +232,11 @@ class Dispatcher:
         self._appended_msgs += count
         if self._event_loop is not None and count < LOOP_BATCH_MAX:
             if not self._drain_scheduled:
-                self._schedule_drain()
+                waiting = self._someone_waits
+                if waiting is None or waiting():
+                    self._schedule_drain()
+                elif not self._later_scheduled:
+                    self._schedule_drain(later=True)
         elif self._idle:
             self._idle = False           # one wake-up per idle spell, not one per message
             self._wake.set()
@@ -286,19 +309,34 @@ class Dispatcher:
         mf = self._log.files.find(offset)
         return mf is not None and mf.file_from_offset + mf.committed <= offset < mf.file_from_offset + mf.wrote
 
-    def _schedule_drain(self) -> None:
+    def _schedule_drain(self, *, later: bool = False) -> None:
         """One drain callback on the loop, behind what is queued there already: a put answered in this
         loop iteration has its response write queued behind the put, so hop once more and the
-        response goes out before the drain runs."""
+        response goes out before the drain runs.  With *later*, ``coalesce_s`` from now instead."""
         loop = self._event_loop
-        self._drain_scheduled = True
         try:
+            if later:
+                self._later_scheduled = True
+                if asyncio._get_running_loop() is loop:
+                    loop.call_later(self.coalesce_s, self._drain_later)
+                else:
+                    loop.call_soon_threadsafe(loop.call_later, self.coalesce_s, self._drain_later)
+                return
+            self._drain_scheduled = True
             if asyncio._get_running_loop() is loop:
                 loop.call_soon(loop.call_soon, self._drain_step)
             else:
                 loop.call_soon_threadsafe(loop.call_soon, self._drain_step)
         except RuntimeError:             # the loop is closed: whoever waits drains itself
-            self._drain_scheduled = False
+            self._drain_scheduled = self._later_scheduled = False
+
+    def _drain_later(self) -> None:
+        """The coalesced drain: whatever the appends of the last ``coalesce_s`` left (maybe nothing,
+        when a reader caught up or a waiter's drain took it)."""
+        self._later_scheduled = False
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            self._drain_step()
 
     def _drain_step(self) -> None:
         """One loop callback: reset the flag first, so an append racing with this drain schedules another.
@@ -386,8 +424,7 @@ class Dispatcher:
             if run.error is not None:
                 raise DispatchError(f"{mf.path}: {run.error}")
             if stall:
-                held = _Held(run, live)
-                if not self._feed(held, first_try=True):
+                if not self._feed_new(run, live):
                     break
             else:
                 for sink in self._sinks:
@@ -405,8 +442,26 @@ class Dispatcher:
         files_size = self._log.files.file_size
         self.dispatched_offset = run.base_offset + files_size if run.blank else run.end_offset
 
-    def _feed(self, held: _Held, *, first_try: bool = False) -> bool:
-        """Feed *held*'s run to the sinks from the one it stopped at; True when every sink took it."""
+    def _feed_new(self, run, live: bool) -> bool:
+        """Feed a freshly walked *run* to every sink; True when all took it.  The common case makes no
+        :class:`_Held`: one is made only when a sink fails, holding the run from that sink on, as
+        :meth:`_feed` does (one message per round trip drains a run of one each time)."""
+        fed = 0
+        try:
+            for sink in self._sinks:
+                sink.dispatch(run)
+                fed += 1
+        except OSError as exc:             # a full disk (or the like): hold the run and try again later
+            self._stall(_Held(run, live, sink=fed), exc)
+            return False
+        except BaseException as exc:       # a bug: derived state is now behind the log, stop loudly
+            self._fail(exc)
+            return False
+        self._advance(run)
+        return True
+
+    def _feed(self, held: _Held) -> bool:
+        """Feed the held run to the sinks from the one it stopped at; True when every sink took it."""
         sinks = self._sinks
         while held.sink < len(sinks):
             try:
@@ -419,12 +474,11 @@ class Dispatcher:
                 return False
             held.sink += 1
         self._advance(held.run)
-        if not first_try:                  # a stalled run got through: its records count now
-            if held.live:
-                self._done_msgs += held.run.records
-            log.warning("dispatch resumed (now at commitlog offset %d) after %.1f s stalled (%d failed attempts)",
-                        self.dispatched_offset, time.monotonic() - held.since, held.attempts)
-            self._held, self.blocked, self._retry_s = None, None, RETRY_FIRST_S
+        if held.live:                      # the stalled run got through: its records count now
+            self._done_msgs += held.run.records
+        log.warning("dispatch resumed (now at commitlog offset %d) after %.1f s stalled (%d failed attempts)",
+                    self.dispatched_offset, time.monotonic() - held.since, held.attempts)
+        self._held, self.blocked, self._retry_s = None, None, RETRY_FIRST_S
         return True
 
     def _stall(self, held: _Held, exc: OSError) -> None:

@@ -126,13 +126,16 @@ class IndexService:
         """Index a dispatch run's entries (``topic#key`` hashes at their CommitLog offsets and store
         times, built natively); entries at or below :attr:`max_phy_offset` are skipped, so a
         re-dispatched record is not indexed twice."""
+        total = run.index_entries
         with self._lock:
             newest = self._newest_with_entries()
             done = 0
             if newest is not None:                      # a re-dispatch or a retry: skip what is held
                 end = newest.end_phy_offset
-                done = self._already_indexed(run.index_first_at(end), run.index_first_after(end), end)
-            while done < run.index_entries:
+                after = run.index_first_after(end)
+                if after:                               # else all are newer: the live case, nothing to skip
+                    done = self._already_indexed(run.index_first_at(end), after, end)
+            while done < total:
                 done += self._writable_file().put_run(run, done)
 
     def put_batch(self, keys: list[str], phy_offsets, store_ts, *, prefix: str = "") -> None:

@@ -306,9 +306,12 @@ class MessageStore(StoreWrites, StoreMaintenance):
         return cq
 
     def _mark_dirty(self, cq: ConsumeQueue) -> None:
-        """After units were written (not before: a flush in between would miss them)."""
-        with self._queues_lock:
-            self._dirty_queues.add(cq)
+        """After units were written (not before: a flush in between would miss them).  A queue already
+        in the set is left alone without the lock: the flush that takes the set away takes it after
+        this look, so after these units were written, and flushes them."""
+        if cq not in self._dirty_queues:
+            with self._queues_lock:
+                self._dirty_queues.add(cq)
 
     def _on_arrival(self, topic: str, queue_id: int, next_offset: int) -> None:
         for listener in self.arrival_listeners:

@@ -131,7 +131,13 @@ class Popper:
             waiters = self._waiters.setdefault(t, set())
             if len(waiters) < MAX_WAITERS_PER_TOPIC:
                 waiters.add(fut)
+        self._broker.store.dispatcher.catch_up()    # sends answered before this watch: in the queues now
         return fut
+
+    @property
+    def waiting(self) -> bool:
+        """A receive waits for an arrival (the dispatcher then wakes it at once, not coalesced)."""
+        return bool(self._waiters)
 
     def unwatch(self, topics: list[str], fut: asyncio.Future) -> None:
         for t in topics:
