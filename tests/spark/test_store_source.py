@@ -206,7 +206,11 @@ def test_zeros_written_after_the_data_get_no_tasks_so_every_task_reads_its_share
     """A broker prefaults up to ~72 MiB of zeros ahead of its writer (allocated: SEEK_HOLE does not
     see them); planned over them, the last task of the 2M-message benchmark read a third of the
     records the others read and the last wave of tasks ran on one core."""
-    from rocketq.spark.segments import ZERO_SCAN_BLOCK_BYTES, ZERO_SCAN_MAX_BYTES, written_extent
+    from rocketq.spark.segments import (
+        ZERO_SCAN_BLOCK_BYTES,
+        ZERO_SCAN_MAX_BYTES,
+        written_extent,
+    )
     from rocketq.spark.store_source import plan_ranges
     _write_store(tmp_path / "store", 3000, seed=9)
     (seg,) = list_segments(str(tmp_path / "store"))

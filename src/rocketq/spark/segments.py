@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import mmap
 import os
-
-import numpy as np
 from dataclasses import dataclass
 from urllib.parse import urlparse
+
+import numpy as np
 
 from rocketq.spark.options import OptionError
 
