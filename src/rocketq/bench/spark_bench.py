@@ -149,6 +149,47 @@ def _timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
+def _tree_cpu() -> dict[str, float]:
+    """CPU seconds (user + system, with reaped children's) of this process's descendants from
+    ``/proc``: the JVM (``java``) and the rest (Spark's Python daemons and workers, the broker); empty
+    where there is no ``/proc``.  A worker that exits between two readings and is reaped by its
+    daemon moves its CPU into the daemon's children's time: the sum stays right."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    children: dict[int, list[tuple[int, str, float]]] = {}
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue                                  # gone meanwhile
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        cpu = sum(int(x) for x in fields[11:15]) / tick          # utime stime cutime cstime
+        children.setdefault(int(fields[1]), []).append((int(pid), name, cpu))
+    out = {"jvm": 0.0, "python": 0.0}
+    todo = [os.getpid()]
+    while todo:
+        for pid, name, cpu in children.get(todo.pop(), []):
+            out["jvm" if name == "java" else "python"] += cpu
+            todo.append(pid)
+    return out
+
+
+def _cpu_ratios(cpu: dict[str, dict[str, list[float]]]) -> dict[str, float]:
+    """Each ceiling's CPU a row over its source's (JVM and Python side, the broker included for the
+    topic source), medians over the runs: the rows/s ratio two cores busy with nothing else would
+    give, read from CPU time, which other work on the machine moves much less than wall time."""
+    def per_row(name: str) -> float:
+        return sum(statistics.median(xs) for xs in cpu[name].values())
+    if not all(cpu.get(name) for name in ("rocketq-store source", CEILING, "rocketq topic source", CEILING_TOPIC)):
+        return {}
+    return {"store source / ceiling, by CPU a row": per_row(CEILING) / per_row("rocketq-store source"),
+            "topic source / its ceiling, by CPU a row": per_row(CEILING_TOPIC) / per_row("rocketq topic source")}
+
+
 def _shaped_range(spark, n: int):
     """spark.range(n) shaped like the source's rows, by Spark SQL alone."""
     from pyspark.sql import functions as F
@@ -166,11 +207,16 @@ def run_spark_bench(*, n: int = 5_000_000, runs: int = 3, sink_n: int = 1_000_00
     from rocketq.spark.session import get_session
     results: dict[str, list[float]] = {}
     load: dict[str, list[float]] = {}
+    cpu: dict[str, dict[str, list[float]]] = {}      # us of CPU a row: the JVM's, the Python side's
 
     def timed_rate(name: str, rows: int, action: Callable[[], object]) -> float:
+        before = _tree_cpu()
         rate = rows / _timed(action)
+        after = _tree_cpu()
         results.setdefault(name, []).append(rate)
         load.setdefault(name, []).append(os.getloadavg()[0])   # other work on the cores skews it: shown beside
+        for part in after:
+            cpu.setdefault(name, {}).setdefault(part, []).append((after[part] - before[part]) / rows * 1e6)
         return rate
 
     def measure(name: str, rows: int, action: Callable[[], object]) -> None:
@@ -249,6 +295,8 @@ def run_spark_bench(*, n: int = 5_000_000, runs: int = 3, sink_n: int = 1_000_00
             / summary["spark.range shaped like a message row"][1],
         },
         "pair_ratios": {"store source / ceiling": store_ratios, "topic source / its ceiling": topic_ratios},
+        "cpu_us_per_row": {k: {part: statistics.median(xs) for part, xs in v.items()} for k, v in cpu.items()},
+        "cpu_ratios": _cpu_ratios(cpu),
         "us_per_row_over_the_ceiling": {
             "rocketq-store source": 1e6 / summary["rocketq-store source"][1] - 1e6 / ceiling,
             "rocketq topic source": 1e6 / summary["rocketq topic source"][1] - 1e6 / topic_ceiling},

@@ -44,6 +44,10 @@ def bench_spark(messages: int, sink_messages: int, runs: int, master: str, direc
         out().print(f"{name}: {value:.2f}")
     for name, values in report["pair_ratios"].items():
         out().print(f"{name}, each pair (the ratio above is their median): {', '.join(f'{v:.2f}' for v in values)}")
+    for name, value in report["cpu_ratios"].items():
+        out().print(f"{name}: {value:.2f}")
+    for name, parts in report["cpu_us_per_row"].items():
+        out().print(f"{name}: CPU a row, " + ", ".join(f"{part} {us:.2f} us" for part, us in parts.items()))
     for name, value in report["us_per_row_over_the_ceiling"].items():
         out().print(f"{name}: {value:.3f} us a row over the ceiling")
     if json_out is not None:
