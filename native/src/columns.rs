@@ -341,9 +341,22 @@ impl Columns {
     }
 }
 
-/// [`props::for_each`] with the separators found by SIMD (`memchr2`) instead of byte by byte: the
-/// properties are the longest part of a record the decoder searches (half its time in a profile).
-fn for_each_property<'a>(props: &'a [u8], mut f: impl FnMut(&'a [u8], &'a [u8])) {
+/// Properties strings shorter than this are split byte by byte ([`props::for_each`]): below it the
+/// SIMD search's setup per separator costs more than the compares it saves.
+const SIMD_PROPS_FROM: usize = 96;
+
+/// [`props::for_each`], with the separators found by SIMD (`memchr2`) in long strings: the
+/// properties are the longest part of a record the decoder searches.
+#[inline]
+fn for_each_property<'a>(props: &'a [u8], f: impl FnMut(&'a [u8], &'a [u8])) {
+    if props.len() < SIMD_PROPS_FROM {
+        props::for_each(props, f)
+    } else {
+        for_each_property_simd(props, f)
+    }
+}
+
+fn for_each_property_simd<'a>(props: &'a [u8], mut f: impl FnMut(&'a [u8], &'a [u8])) {
     let mut emit = |start: usize, cut: Option<usize>, end: usize| match cut {
         Some(cut) if cut > start => f(&props[start..cut], &props[cut + 1..end]),
         _ => {} // an item without a name/value separator, or with an empty name

@@ -22,15 +22,20 @@ from rocketq.store.record import StoredMessage  # noqa: E402
 from rocketq.store.scan import split_records  # noqa: E402
 
 TEXT = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=6)
+# long enough to take a properties string past 96 bytes, where the native split switches to SIMD
+LONG_TEXT = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=40,
+                    max_size=80)
 
 
 @st.composite
 def records(draw):
-    items = draw(st.lists(st.sampled_from(["pair", "odd", "tags", "keys", "uniq", "empty_uniq"]), max_size=5))
+    items = draw(st.lists(st.sampled_from(["pair", "odd", "tags", "keys", "uniq", "empty_uniq", "long"]), max_size=5))
     text = ""
     for item in items:
         if item == "pair":
             text += f"{draw(TEXT)}\x01{draw(TEXT)}\x02"
+        elif item == "long":
+            text += f"{draw(TEXT)}\x01{draw(LONG_TEXT)}\x02"
         elif item == "odd":
             text += f"{draw(TEXT)}\x02"
         else:
@@ -128,3 +133,16 @@ def test_consumed_counts_the_positions_a_filter_dropped():
     positions, _, _ = split_records(log)
     cols = _native.record_columns(log, positions, ["B"])
     assert (cols["rows"], cols["consumed"], cols["error"]) == (1, 3, None)
+
+
+@pytest.mark.parametrize("value_len", [1, 30, 95, 96, 200])
+def test_properties_split_alike_below_and_above_the_simd_length(value_len):
+    """Short properties strings are split byte by byte, long ones with SIMD: the same pairs."""
+    text = (f"KEYS\x01k\x02odd\x02A\x01{'v' * value_len}\x02\x01nameless\x02A\x01last\x01wins\x02"
+            f"UNIQ_KEY\x01{'u' * value_len}\x02TAGS\x01t")
+    log, _ = encode_log([Rec("T", 0, 0, 0, 1, bytes(4), 1, 0, 0, b"x", text.encode())], phys=0, store_ts=5,
+                        store_ip=bytes(4), store_port=1, next_offsets={})
+    (batch,) = decode(log, 0, np.array([0]), np.array([len(log)]), broker=None, store_columns=False)
+    row = batch.to_pylist()[0]
+    assert row["properties"] == list(decode_properties(text).items())
+    assert (row["keys"], row["tags"], row["msg_id"]) == ("k", "t", "u" * value_len)

@@ -17,7 +17,12 @@
 The backlog (``N`` messages of 128 bytes, default 5,000,000) is sent once through rocketq's own
 client (batches of 256, 16 in flight) before the timed reads.  Rates are rows (or messages) per
 second of wall time from the action's start to its end; each read runs ``runs`` times after a
-warm-up query; min / median / max reported.
+warm-up query; min / median / max reported.  A source and its ceiling are read in alternating pairs,
+``max(runs, RATIO_PAIRS)`` of them, one right after the other and which goes first alternating, and
+each target ratio is the median of the pairs' ratios: a single run of either swings 2x with the
+load of the two cores and the JVM's JIT warms up as the session goes on, so reading all of a
+source's runs and then all of its ceiling's (as before 2026-11-26, 20:00 UTC) favoured the later one
+and made the ratio of two medians taken minutes apart.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ BODY = 128
 STORE_PARTITION_BYTES = 128 << 20
 CEILING = "Arrow intake ceiling (decoded batches, no decoding)"
 CEILING_TOPIC = "Arrow intake ceiling, topic-source batches"
+RATIO_PAIRS = 3          # a source and its ceiling are read in at least this many alternating pairs
 
 
 async def _fill(namesrv: str, n: int, progress: Callable[[str], None]) -> float:
@@ -143,6 +149,47 @@ def _timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
+def _tree_cpu() -> dict[str, float]:
+    """CPU seconds (user + system, with reaped children's) of this process's descendants from
+    ``/proc``: the JVM (``java``) and the rest (Spark's Python daemons and workers, the broker); empty
+    where there is no ``/proc``.  A worker that exits between two readings and is reaped by its
+    daemon moves its CPU into the daemon's children's time: the sum stays right."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    children: dict[int, list[tuple[int, str, float]]] = {}
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue                                  # gone meanwhile
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        cpu = sum(int(x) for x in fields[11:15]) / tick          # utime stime cutime cstime
+        children.setdefault(int(fields[1]), []).append((int(pid), name, cpu))
+    out = {"jvm": 0.0, "python": 0.0}
+    todo = [os.getpid()]
+    while todo:
+        for pid, name, cpu in children.get(todo.pop(), []):
+            out["jvm" if name == "java" else "python"] += cpu
+            todo.append(pid)
+    return out
+
+
+def _cpu_ratios(cpu: dict[str, dict[str, list[float]]]) -> dict[str, float]:
+    """Each ceiling's CPU a row over its source's (JVM and Python side, the broker included for the
+    topic source), medians over the runs: the rows/s ratio two cores busy with nothing else would
+    give, read from CPU time, which other work on the machine moves much less than wall time."""
+    def per_row(name: str) -> float:
+        return sum(statistics.median(xs) for xs in cpu[name].values())
+    if not all(cpu.get(name) for name in ("rocketq-store source", CEILING, "rocketq topic source", CEILING_TOPIC)):
+        return {}
+    return {"store source / ceiling, by CPU a row": per_row(CEILING) / per_row("rocketq-store source"),
+            "topic source / its ceiling, by CPU a row": per_row(CEILING_TOPIC) / per_row("rocketq topic source")}
+
+
 def _shaped_range(spark, n: int):
     """spark.range(n) shaped like the source's rows, by Spark SQL alone."""
     from pyspark.sql import functions as F
@@ -159,15 +206,40 @@ def run_spark_bench(*, n: int = 5_000_000, runs: int = 3, sink_n: int = 1_000_00
                     directory: Path | None = None, progress: Callable[[str], None] = lambda s: None) -> dict:
     from rocketq.spark.session import get_session
     results: dict[str, list[float]] = {}
-    load: dict[str, float] = {}
+    load: dict[str, list[float]] = {}
+    cpu: dict[str, dict[str, list[float]]] = {}      # us of CPU a row: the JVM's, the Python side's
+
+    def timed_rate(name: str, rows: int, action: Callable[[], object]) -> float:
+        before = _tree_cpu()
+        rate = rows / _timed(action)
+        after = _tree_cpu()
+        results.setdefault(name, []).append(rate)
+        load.setdefault(name, []).append(os.getloadavg()[0])   # other work on the cores skews it: shown beside
+        for part in after:
+            cpu.setdefault(name, {}).setdefault(part, []).append((after[part] - before[part]) / rows * 1e6)
+        return rate
 
     def measure(name: str, rows: int, action: Callable[[], object]) -> None:
         progress(f"{name} (warm-up)")
         action()
         for i in range(runs):
             progress(f"{name} run {i + 1}/{runs}")
-            results.setdefault(name, []).append(rows / _timed(action))
-        load[name] = os.getloadavg()[0]          # other work on the cores skews the figure: shown beside it
+            timed_rate(name, rows, action)
+
+    def pairs(source: tuple, ceiling: tuple) -> list[float]:
+        """A source and its ceiling, each warmed up once, then read in ``max(runs, RATIO_PAIRS)`` pairs,
+        which one goes first alternating (the JVM's JIT and the load then favour neither): each
+        pair's ratio."""
+        for name, _, action in (source, ceiling):
+            progress(f"{name} (warm-up)")
+            action()
+        ratios = []
+        for i in range(max(runs, RATIO_PAIRS)):
+            progress(f"{source[0]} and its ceiling, pair {i + 1}")
+            first, second = (source, ceiling) if i % 2 == 0 else (ceiling, source)
+            rates = {first[0]: timed_rate(*first), second[0]: timed_rate(*second)}
+            ratios.append(rates[source[0]] / rates[ceiling[0]])
+        return ratios
 
     with tempfile.TemporaryDirectory(dir=directory, prefix="rocketq-spark-bench-") as tmp:
         store = Path(tmp) / "store"
@@ -181,24 +253,25 @@ def run_spark_bench(*, n: int = 5_000_000, runs: int = 3, sink_n: int = 1_000_00
             measure("spark.range (1 column)", rows, lambda: spark.range(rows).write.save(**noop))
             measure("spark.range shaped like a message row", rows,
                     lambda: _shaped_range(spark, rows).write.save(**noop))
-            store_df = spark.read.format("rocketq-store").option("maxBytesPerPartition", str(STORE_PARTITION_BYTES)) \
-                .option("topics", TOPIC).load(str(store))
-            measure("rocketq-store source", rows, lambda: store_df.write.save(**noop))
-            topic_df = spark.read.format("rocketq").option("namesrv", srv.namesrv).option("topics", TOPIC).load()
-            measure("rocketq topic source", rows, lambda: topic_df.write.save(**noop))
             spark.dataSource.register(_Canned.source())
             canned_path = Path(tmp) / "canned.arrow"
             _canned_batch_file(store, canned_path)
             parts = _store_partitions(store, STORE_PARTITION_BYTES)
             canned = spark.read.format("rocketq-bench-canned").option("path", str(canned_path)) \
                 .option("rows", str(rows // parts)).option("partitions", str(parts)).load()
-            measure(CEILING, rows // parts * parts, lambda: canned.write.save(**noop))
+            store_df = spark.read.format("rocketq-store").option("maxBytesPerPartition", str(STORE_PARTITION_BYTES)) \
+                .option("topics", TOPIC).load(str(store))
+            store_ratios = pairs(("rocketq-store source", rows, lambda: store_df.write.save(**noop)),
+                                 (CEILING, rows // parts * parts, lambda: canned.write.save(**noop)))
             canned_topic_path = Path(tmp) / "canned-topic.arrow"
             _, topic_parts = _canned_topic_batch_file(srv.namesrv, canned_topic_path)
             canned_topic = spark.read.format("rocketq-bench-canned").option("path", str(canned_topic_path)) \
                 .option("columns", "topic").option("rows", str(rows // topic_parts)) \
                 .option("partitions", str(topic_parts)).load()
-            measure(CEILING_TOPIC, rows // topic_parts * topic_parts, lambda: canned_topic.write.save(**noop))
+            topic_df = spark.read.format("rocketq").option("namesrv", srv.namesrv).option("topics", TOPIC).load()
+            topic_ratios = pairs(("rocketq topic source", rows, lambda: topic_df.write.save(**noop)),
+                                 (CEILING_TOPIC, rows // topic_parts * topic_parts,
+                                  lambda: canned_topic.write.save(**noop)))
             sink_rows = spark.range(sink_n).selectExpr(f"'{TOPIC}Sink' as topic",
                                                        f"cast(repeat('x', {BODY}) as binary) as body")
             measure("rocketq sink", sink_n, lambda: sink_rows.write.format("rocketq")
@@ -212,16 +285,18 @@ def run_spark_bench(*, n: int = 5_000_000, runs: int = 3, sink_n: int = 1_000_00
     return {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "messages": rows, "body_bytes": BODY, "runs": runs, "master": master, "backlog_fill_msgs_per_s": fill_rate,
-        "rows_per_s": summary, "load_1m_after": load,
+        "rows_per_s": summary, "load_1m_after": {k: mmm(v) for k, v in load.items()},
         "ratios": {
-            "store source / Arrow intake ceiling (target >= 0.85)": summary["rocketq-store source"][1] / ceiling,
-            "topic source / its Arrow intake ceiling (target >= 0.75)": summary["rocketq topic source"][1]
-            / topic_ceiling,
+            "store source / Arrow intake ceiling (target >= 0.85)": statistics.median(store_ratios),
+            "topic source / its Arrow intake ceiling (target >= 0.75)": statistics.median(topic_ratios),
             "topic source / the store-shaped ceiling (the ratio before 2026-11-26)": summary["rocketq topic source"][1]
             / ceiling,
             "store source / shaped range": summary["rocketq-store source"][1]
             / summary["spark.range shaped like a message row"][1],
         },
+        "pair_ratios": {"store source / ceiling": store_ratios, "topic source / its ceiling": topic_ratios},
+        "cpu_us_per_row": {k: {part: statistics.median(xs) for part, xs in v.items()} for k, v in cpu.items()},
+        "cpu_ratios": _cpu_ratios(cpu),
         "us_per_row_over_the_ceiling": {
             "rocketq-store source": 1e6 / summary["rocketq-store source"][1] - 1e6 / ceiling,
             "rocketq topic source": 1e6 / summary["rocketq topic source"][1] - 1e6 / topic_ceiling},

@@ -37,10 +37,17 @@ def bench_spark(messages: int, sink_messages: int, runs: int, master: str, direc
     table.add_column("rows/s", justify="right")
     table.add_column("load (1 min)", justify="right")
     for name, (lo, med, hi) in report["rows_per_s"].items():
-        table.add_row(name, f"{lo:,.0f} / {med:,.0f} / {hi:,.0f}", f"{report['load_1m_after'][name]:.1f}")
+        lo_load, _, hi_load = report["load_1m_after"][name]
+        table.add_row(name, f"{lo:,.0f} / {med:,.0f} / {hi:,.0f}", f"{lo_load:.1f}-{hi_load:.1f}")
     out().print(table)
     for name, value in report["ratios"].items():
         out().print(f"{name}: {value:.2f}")
+    for name, values in report["pair_ratios"].items():
+        out().print(f"{name}, each pair (the ratio above is their median): {', '.join(f'{v:.2f}' for v in values)}")
+    for name, value in report["cpu_ratios"].items():
+        out().print(f"{name}: {value:.2f}")
+    for name, parts in report["cpu_us_per_row"].items():
+        out().print(f"{name}: CPU a row, " + ", ".join(f"{part} {us:.2f} us" for part, us in parts.items()))
     for name, value in report["us_per_row_over_the_ceiling"].items():
         out().print(f"{name}: {value:.3f} us a row over the ceiling")
     if json_out is not None:

@@ -3,8 +3,11 @@
 A store directory is a local path (or ``file://`` URI), read through ``mmap``; any other URI
 (``s3://``, ``gs://``, ``hdfs://``, ...) is opened with ``pyarrow.fs`` and a segment is read
 into memory whole.  Segments are the files of ``<store>/commitlog`` named by the 20-digit log
-offset of their first byte.  A local segment also carries where its data seems to end (its first
-hole: segments are preallocated), so that tasks are planned over data, not over zeros.
+offset of their first byte.  A local segment also carries where its data seems to end, so that
+tasks are planned over data, not over zeros: its first hole (segments are preallocated), moved back
+over the zeros written before it (a broker prefaults up to ~72 MiB of zeros ahead of its writer, and a
+warmed segment is zeros to its end: planning over them gave one task a small fraction of the others'
+records, and the last wave of tasks ran with a core idle).
 """
 
 from __future__ import annotations
@@ -14,7 +17,12 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+import numpy as np
+
 from rocketq.spark.options import OptionError
+
+ZERO_SCAN_BLOCK_BYTES = 1 << 20      # trailing zeros are looked for a block at a time, from the end
+ZERO_SCAN_MAX_BYTES = 256 << 20      # more than a broker's prefault window (~72 MiB) of zeros: stop looking
 
 
 @dataclass(frozen=True)
@@ -31,19 +39,46 @@ class Segment:
 
 
 def written_extent(path: str) -> int | None:
-    """The offset of the file's first hole (``SEEK_HOLE``: unwritten or never-allocated blocks), or
-    None where the file system cannot say.  A hint: a broker may write past it at any time, so
-    readers still read to the end of the file."""
+    """Where the file's data seems to end: its first hole (``SEEK_HOLE``: unwritten or
+    never-allocated blocks; the file's size where the file system cannot say), moved back over the
+    zeros before it (:func:`data_end`); None when the file cannot be opened.  A hint: a broker may
+    write past it at any time, so readers still read to the end of the file."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        return os.lseek(fd, 0, os.SEEK_HOLE)
-    except (OSError, AttributeError):
-        return None
+        try:
+            hole = os.lseek(fd, 0, os.SEEK_HOLE)
+        except (OSError, AttributeError):
+            hole = os.fstat(fd).st_size
+        return data_end(fd, hole)
     finally:
         os.close(fd)
+
+
+def data_end(fd: int, end: int) -> int:
+    """*end* moved back to just after the last non-zero byte before it: a segment holds records from
+    offset 0 on and zeros after them.  Scans back a block at a time, so it reads the zeros only, and
+    at most ``ZERO_SCAN_MAX_BYTES`` of them (then *end* stays: a segment warmed with zeros whole is
+    planned as before).  A record ending in zeros is cut short: still only a hint."""
+    if end <= 0:
+        return 0
+    with mmap.mmap(fd, end, access=mmap.ACCESS_READ) as mapped:
+        view = np.frombuffer(mapped, dtype=np.uint8)
+        found = end
+        hi = end
+        while hi > 0 and end - hi < ZERO_SCAN_MAX_BYTES:
+            lo = max(0, hi - ZERO_SCAN_BLOCK_BYTES)
+            nonzero = np.flatnonzero(view[lo:hi]) if view[lo:hi].any() else None
+            if nonzero is not None:
+                found = lo + int(nonzero[-1]) + 1
+                break
+            hi = lo
+        else:
+            found = 0 if hi == 0 else end
+        del view                            # the map cannot close while numpy holds it
+        return found
 
 
 def _local(path: str) -> str | None:
