@@ -234,14 +234,9 @@ class MappedFile:
     def _sync_range(self, start: int, end: int) -> bool:
         """``msync(MS_SYNC)`` over the pages of [start, end); False when it cannot be done here
         (no C library, the mapping closed meanwhile): the caller syncs the whole file instead."""
-        if _msync is None:
+        base = self._address() if _msync is not None else None
+        if base is None:
             return False
-        try:
-            exported = ctypes.c_char.from_buffer(self._mm)
-        except (TypeError, ValueError):          # closed meanwhile
-            return False
-        base = ctypes.addressof(exported)
-        del exported                             # the address stays valid while the mapping lives
         start -= start % OS_PAGE_SIZE
         if _msync(base + start, end - start, MS_SYNC) != 0:
             code = ctypes.get_errno()
@@ -298,15 +293,20 @@ class MappedFile:
         """``madvise(advice)`` over [start, end) of the mapping without holding the GIL; False when
         the kernel (or this platform) cannot do it.  Should the segment be unmapped meanwhile,
         madvise fails with ENOMEM and nothing else happens."""
-        if _madvise is None:
+        base = self._address() if _madvise is not None else None
+        if base is None:
             return False
+        return _madvise(base + start, end - start, advice) == 0     # no GIL held: one call, no steps
+
+    def _address(self) -> int | None:
+        """The mapping's address for a libc call without the GIL, or None when it is closed."""
         try:
             exported = ctypes.c_char.from_buffer(self._mm)
         except (TypeError, ValueError):          # closed meanwhile
-            return False
+            return None
         base = ctypes.addressof(exported)
         del exported                             # the address stays valid while the mapping lives
-        return _madvise(base + start, end - start, advice) == 0     # no GIL held: one call, no steps
+        return base
 
     def _first_unwritten_page(self) -> int:
         return -(-self.wrote // OS_PAGE_SIZE) * OS_PAGE_SIZE
