@@ -6,9 +6,8 @@ id and lapses ``LOCK_EXPIRE_S`` after its last renewal (clients renew every 20 s
 
 A client that leaves its group (UNREGISTER_CLIENT, or no heartbeat for the channel expiry) loses its
 locks in that group at once, and a client whose connection closes loses all of its locks
-(:meth:`QueueLocks.release`).  Apache RocketMQ
-keeps them until they lapse, and that matters because of a race in its own client: the periodic lock
-renewal (``lockAll``, every 20 s, from a snapshot of the client's queues) can reach the broker after
+(:meth:`QueueLocks.release`).  Apache RocketMQ keeps them until they lapse, and that matters because
+of a race in its own client: the periodic lock renewal (``lockAll``, every 20 s, from a snapshot of the client's queues) can reach the broker after
 the unlock the client's shutdown sends, re-locking queues nobody consumes any more; the group's
 other members then cannot lock them for up to ``LOCK_EXPIRE_S``.  A member that stays keeps that
 window (the broker cannot tell a stale renewal from a live one): the lock lapses.
