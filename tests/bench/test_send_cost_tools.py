@@ -1,12 +1,13 @@
-"""The two per-send cost tools against a real broker: ``batch_cpu --one`` (a ``rocketq serve`` and compare's
-one-at-a-time sends, the broker's CPU per send) and ``send_handler_bench`` (frames through a broker in process)."""
+"""The per-send cost tools against a real broker: ``batch_cpu --one`` (a ``rocketq serve`` and compare's
+one-at-a-time sends, the broker's CPU per send), ``client_cpu`` (the same, the client's CPU per send) and
+``send_handler_bench`` (frames through a broker in process)."""
 
 import asyncio
 import json
 
 import pytest
 
-from rocketq.bench import batch_cpu, send_handler_bench
+from rocketq.bench import batch_cpu, client_cpu, send_handler_bench
 
 
 def test_batch_cpu_one_row_reports_the_broker_cpu_per_send(capsys):
@@ -20,6 +21,17 @@ def test_batch_cpu_refuses_two_rows_at_once(capsys):
     with pytest.raises(SystemExit) as exc:
         batch_cpu.main(["--one", "--sync"])
     assert exc.value.code == 2 and "pick one" in capsys.readouterr().err
+
+
+def test_client_cpu_reports_the_client_cpu_per_send_alone_and_concurrent(capsys, tmp_path):
+    import pstats
+    profile = tmp_path / "client.prof"
+    client_cpu.main(["--size", "128", "--messages", "200", "--concurrency", "1", "--concurrency", "8",
+                     "--profile", str(profile)])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["concurrency"], r["msgs"], r["sync"]) for r in rows] == [(1, 200, False), (8, 200, False)]
+    assert all(r["client_cpu_us_per_send"] > 0 and r["msgs_per_s"] > 0 for r in rows)
+    assert any("send_request" in func for (_file, _line, func) in pstats.Stats(str(profile)).stats)
 
 
 def test_send_handler_bench_reports_wall_and_cpu_per_request():
