@@ -82,21 +82,21 @@ struct Put {
 
 /// A `Message`'s fields as borrowed pointers: read from its slots, or looked up (then held here).
 struct Fields<'py> {
-    raw: Vec<*mut pyo3::ffi::PyObject>,
+    raw: [*mut pyo3::ffi::PyObject; MESSAGE_FIELDS.len()],
     _held: Vec<Bound<'py, PyAny>>,
 }
 
 impl<'py> Fields<'py> {
     fn of(msg: &Bound<'py, PyAny>) -> PyResult<Fields<'py>> {
-        let mut raw = Vec::with_capacity(MESSAGE_FIELDS.len());
-        let read = slots::reader(msg, &MESSAGE_FIELDS).is_some_and(|r| r.read(msg, &mut raw));
+        let mut raw = [std::ptr::null_mut(); MESSAGE_FIELDS.len()];
         let mut held = Vec::new();
-        if !read {
+        if !slots::read_one(msg, &MESSAGE_FIELDS, &mut raw) {
             for name in MESSAGE_FIELDS {
                 held.push(msg.getattr(name)?);
             }
-            raw.clear();
-            raw.extend(held.iter().map(|f| f.as_ptr()));
+            for (r, f) in raw.iter_mut().zip(&held) {
+                *r = f.as_ptr();
+            }
         }
         Ok(Fields { raw, _held: held })
     }
@@ -163,7 +163,9 @@ impl SinglePut {
         Ok((put.msg_id, put.queue_offset, put.size))
     }
 
-    /// `put` at the write position of `segment` (a `MappedFile`, the caller holding the put lock),
+    /// `put` at the write position of `segment` (a `MappedFile`, the caller holding the put lock;
+    /// what its `write_target()` returns is read here as that method reads it: `write_buffer`, else
+    /// the mapping `_mm`),
     /// stamped with `clock()` in milliseconds (read natively when `clock` is `time.time`), then the
     /// segment advanced past it as `MappedFile.advance` does (`wrote`, and `committed` when it has no
     /// transient buffer) and its `store_timestamp` set; returns the
@@ -185,14 +187,21 @@ impl SinglePut {
         let base: i64 = segment
             .getattr(intern!(py, "file_from_offset"))?
             .extract()?;
-        let dest = segment.call_method0(intern!(py, "write_target"))?;
+        // `segment.write_target()` without a Python frame: the transient buffer, else the mapping
+        let write_buffer = segment.getattr(intern!(py, "write_buffer"))?;
+        let pooled = !write_buffer.is_none();
+        let dest = if pooled {
+            write_buffer
+        } else {
+            segment.getattr(intern!(py, "_mm"))?
+        };
         let phys = base + pos as i64;
         let put = self.encode(py, msg, &dest, pos, phys, store_ts)?;
         // `segment.advance(size)` without a Python frame: the fit was checked against
         // `segment_bytes` (the segment's size) before writing, so only the positions move.
         let end = (pos + put.size).into_pyobject(py)?;
         segment.setattr(intern!(py, "wrote"), &end)?;
-        if segment.getattr(intern!(py, "write_buffer"))?.is_none() {
+        if !pooled {
             segment.setattr(intern!(py, "committed"), &end)?;
         }
         let ts = store_ts.into_pyobject(py)?.into_any();

@@ -67,6 +67,47 @@ pub fn reader(sample: &Bound<'_, PyAny>, names: &[&str]) -> Option<Reader> {
     })
 }
 
+/// `names` of one object read straight into `out` (as [`Reader::read`] does, through the same
+/// cache, without copying the offsets): for a single object, where a [`Reader`] would be made and
+/// dropped for one read.  False when the fields are not all plain slots or one is unset.
+pub fn read_one(obj: &Bound<'_, PyAny>, names: &[&str], out: &mut [*mut ffi::PyObject]) -> bool {
+    let py = obj.py();
+    let ty = obj.get_type();
+    let Ok(mut cache) = CACHE.lock() else {
+        return false;
+    };
+    let fresh = match cache.as_ref() {
+        Some(l) => !l.ty.bind(py).is(&ty) || l.offsets.len() != names.len(),
+        None => true,
+    };
+    if fresh {
+        let Some(offsets) = resolve(&ty, names) else {
+            return false;
+        };
+        *cache = Some(Layout {
+            ty: ty.clone().unbind(),
+            offsets,
+        });
+    }
+    let Some(layout) = cache.as_ref() else {
+        return false;
+    };
+    if out.len() != layout.offsets.len() {
+        return false;
+    }
+    let base = obj.as_ptr() as *const u8;
+    for (slot, &off) in out.iter_mut().zip(&layout.offsets) {
+        // SAFETY: `obj` is exactly the type whose member descriptors gave these offsets (checked
+        // above against the cached type), so each offset holds a PyObject* (NULL when unset).
+        let p = unsafe { *(base.offset(off) as *const *mut ffi::PyObject) };
+        if p.is_null() {
+            return false;
+        }
+        *slot = p;
+    }
+    true
+}
+
 impl Reader {
     /// Fills `out` with the fields of `obj` as borrowed pointers (valid while `obj` is alive and
     /// unchanged, i.e. for the caller's use under the GIL); false when `obj` is of another type or
