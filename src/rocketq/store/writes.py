@@ -31,11 +31,10 @@ class StoreWrites:
     """Mixed into MessageStore; uses its commitlog, dispatcher, cleaner, group commit and preparer."""
 
     def put_message(self, msg: Message) -> PutMessageResult:
-        dispatcher = self.dispatcher
         # _append_one's common case inline (one Python frame less per single put, ~5 % of its writer)
-        if self.running and dispatcher.blocked is None and self.cleaner.full is None and not msg.delay_level:
+        if self.running and self.dispatcher.blocked is None and self.cleaner.full is None and not msg.delay_level:
             try:
-                result = self.commitlog.append_message(msg, self._clock, dispatcher.notify_appended)
+                result = self.commitlog.append_message(msg, self._clock, self._notify_appended)
             except PutError as exc:
                 result = PutMessageResult(exc.status, error=exc.reason)
         else:
@@ -86,7 +85,7 @@ class StoreWrites:
             return self._refusal()
         try:
             if not msg.delay_level:
-                return self.commitlog.append_message(msg, self._clock, dispatcher.notify_appended)
+                return self.commitlog.append_message(msg, self._clock, self._notify_appended)
             batch = self._preparer.messages([msg])     # policy: re-addressed to the schedule topic
         except PutError as exc:
             return PutMessageResult(exc.status, error=exc.reason)
