@@ -151,7 +151,8 @@ def _notes(sizes: BenchSizes) -> list[str]:
         "the dispatch lag is the time from the last append returning to wait_dispatched() returning. Beside it, "
         "the CPU seconds of the writer (the calling thread), the dispatch thread and the store's other threads "
         "over the same interval; n / writer CPU and n / dispatch CPU are in the JSON as *_alone_msgs_per_s.",
-        "single put: one put_message call per message, also timed until dispatched.",
+        "single put: one put_message call per message, also timed until dispatched; beside it the CPU "
+        "microseconds a put of the writer, the dispatch thread and the store's other threads.",
         "read back: get_messages(topic, 0, offset, 32) over the messages written by the batch-append scenario "
         "of the same run, reading .body (summing its length) and .queue_offset of each.",
         "4 KiB bodies: the reference copies the same total bytes, in chunks the size of one 64-message batch, "
@@ -303,15 +304,24 @@ def _read_back(store: MessageStore, n: int) -> float:
 
 
 def single_put(root: Path, n: int) -> dict[str, Measurement]:
+    """One put_message per message until dispatched; beside it the writer's and the dispatcher's CPU
+    per put (the steadier measure on a shared machine) and where the writer's time went."""
     msgs = messages(n)
     with fresh_store(root) as store:
+        cpu0 = _thread_cpu_s()
+        sched0 = _writer_schedstat()
         t0 = time.perf_counter()
         for m in msgs:
             result = store.put_message(m)
             if result.status != PutStatus.PUT_OK:
                 raise BenchError(f"put_message: {result.status} {result.error}")
+        sched = _writer_time_split(sched0, time.perf_counter() - t0)
         elapsed = _wait_dispatched(store) - t0
-    return {"single": Measurement(n / elapsed, detail={"messages": n, "seconds": elapsed})}
+        cpu = _cpu_split(cpu0, _thread_cpu_s())
+    per_put_us = {name: s / n * 1e6 for name, s in cpu.items()}
+    reference = "CPU us a put: " + ", ".join(f"{name} {us:.2f}" for name, us in per_put_us.items())
+    detail = {"messages": n, "seconds": elapsed, "cpu_us_per_put": per_put_us, "writer_time_s": sched}
+    return {"single": Measurement(n / elapsed, reference, detail)}
 
 
 def big_bodies(root: Path, n: int) -> dict[str, Measurement]:
