@@ -160,7 +160,8 @@ def _notes(sizes: BenchSizes) -> list[str]:
         "os.write into a new file (no fsync), right after the store in the same run.",
         f"SYNC_FLUSH: each producer sends its next message only after put_message returned (flushed); "
         f"{sizes.sync_seconds:g} s per producer style, index on. Baseline in the same run: one os.write of a "
-        f"record-sized buffer + os.fdatasync per message, appending to a file, for {sizes.fsync_seconds:g} s.",
+        f"record-sized buffer + os.fdatasync per message, appending to a file, for {sizes.fsync_seconds:g} s. "
+        f"Beside the asyncio figure, the event loop thread's CPU per message.",
         f"crash recovery: a child process writes {sizes.recovery_log_bytes // MIB:,} MiB "
         f"({sizes.recovery_segment_bytes // MIB:,} MiB segments, index off, warm_mapped_file_enable off), waits until "
         "the checkpoint on disk shows the log and consume queues flushed, and is SIGKILLed (abort marker left, "
@@ -349,14 +350,20 @@ def sync_flush(root: Path, seconds: float, fsync_seconds: float) -> dict[str, Me
     with fresh_store(root, flush_disk_type="SYNC_FLUSH") as store:
         threads_rate, record_bytes = _sync_threads(store, seconds)
     with fresh_store(root, flush_disk_type="SYNC_FLUSH") as store:
-        asyncio_rate = _sync_asyncio(store, seconds)
+        cpu0 = _thread_cpu_s()
+        asyncio_rate, asyncio_count = _sync_asyncio(store, seconds)
+        loop_us = _cpu_split(cpu0, _thread_cpu_s())["writer"] / max(1, asyncio_count) * 1e6
     fsync_rate, fsyncs = fsync_per_message_rate(root, record_bytes, fsync_seconds)
-    out = {}
-    for key, rate in (("sync_threads", threads_rate), ("sync_asyncio", asyncio_rate)):
-        out[key] = Measurement(rate / fsync_rate, f"{rate:,.0f} msgs/s vs {fsync_rate:,.0f} fsyncs/s",
-                               {"msgs_per_s": rate, "fsync_per_message_per_s": fsync_rate,
-                                "record_bytes": record_bytes, "fsyncs": fsyncs})
-    return out
+    common = {"record_bytes": record_bytes, "fsyncs": fsyncs}
+    # beside the asyncio figure the event loop's CPU a message: its bound while every fsync covers all producers
+    return {"sync_threads": _vs_fsync(threads_rate, fsync_rate, common),
+            "sync_asyncio": _vs_fsync(asyncio_rate, fsync_rate, {**common, "loop_cpu_us_per_msg": loop_us},
+                                      note=f"; event loop {loop_us:.1f} us CPU a message")}
+
+
+def _vs_fsync(rate: float, fsync_rate: float, detail: dict, *, note: str = "") -> Measurement:
+    return Measurement(rate / fsync_rate, f"{rate:,.0f} msgs/s vs {fsync_rate:,.0f} fsyncs/s{note}",
+                       {"msgs_per_s": rate, "fsync_per_message_per_s": fsync_rate, **detail})
 
 
 def _sync_message(writer: int, seq: int) -> Message:
@@ -397,8 +404,9 @@ def _sync_threads(store: MessageStore, seconds: float) -> tuple[float, int]:
     return sum(counts) / elapsed, sizes[0]
 
 
-def _sync_asyncio(store: MessageStore, seconds: float) -> float:
-    """msgs/s with SYNC_WRITERS asyncio tasks on one loop (uvloop when installed), as the broker runs."""
+def _sync_asyncio(store: MessageStore, seconds: float) -> tuple[float, int]:
+    """(msgs/s, messages) with SYNC_WRITERS asyncio tasks on one loop (uvloop when installed), as the
+    broker runs."""
     import asyncio
     try:
         import uvloop
@@ -422,4 +430,4 @@ def _sync_asyncio(store: MessageStore, seconds: float) -> float:
 
     t0 = time.perf_counter()
     count = run(produce())
-    return count / (time.perf_counter() - t0)
+    return count / (time.perf_counter() - t0), count
