@@ -67,6 +67,7 @@ pub struct SinglePut {
     check_topic: Py<PyAny>,
     id_prefix: Vec<u8>, // hex of the packed store address + port: how the message ids start
     checked_topic: Mutex<Vec<u8>>, // the last topic name check_topic passed
+    last_key: Mutex<Option<Py<PyTuple>>>, // the last `(topic, queue id)` key, reused while it matches
     wall_clock: Py<PyAny>, // time.time: a clock read natively when `append` is given it
     results: Option<ResultMaker>, // makes append's PutMessageResult (None: append unavailable)
     put_ok: Option<Py<PyAny>>, // PutStatus.PUT_OK
@@ -139,6 +140,7 @@ impl SinglePut {
             check_topic: check_topic.unbind(),
             id_prefix: msgid::host_hex(&host),
             checked_topic: Mutex::new(Vec::new()),
+            last_key: Mutex::new(None),
             wall_clock: py.import("time")?.getattr("time")?.unbind(),
             results: result_type.map(|t| ResultMaker::new(&t)),
             put_ok: put_ok.map(Bound::unbind),
@@ -325,10 +327,7 @@ impl SinglePut {
         let key = if sys_flag & NOT_CONSUMABLE != 0 {
             None // prepared and rolled-back records get queue offset 0 and do not advance the table
         } else {
-            Some(PyTuple::new(
-                py,
-                [topic_obj.as_any(), &queue_id.into_pyobject(py)?.into_any()],
-            )?)
+            Some(self.key(&topic_str, queue_id)?)
         };
         let queue_offset = match &key {
             Some(k) => match table.get_item(k)? {
@@ -378,6 +377,37 @@ impl SinglePut {
             queue_id,
             size,
         })
+    }
+
+    /// The table's key `(topic, queue_id)`: the last one made when it matches (a row of puts to one
+    /// queue makes no tuple, and the dict finds its stored key by identity), else a new one.
+    fn key<'py>(
+        &self,
+        topic: &Bound<'py, PyString>,
+        queue_id: i64,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let py = topic.py();
+        let mut last = self
+            .last_key
+            .lock()
+            .map_err(|_| PyValueError::new_err("SinglePut: a put panicked while making a key"))?;
+        if let Some(k) = last.as_ref().map(|k| k.bind(py)) {
+            let (t, q) = (k.get_borrowed_item(0)?, k.get_borrowed_item(1)?);
+            let same_topic = t.is(topic)
+                || match t.cast::<PyString>() {
+                    Ok(t) => t.to_str()? == topic.to_str()?,
+                    Err(_) => false,
+                };
+            if same_topic && q.extract::<i64>().is_ok_and(|q| q == queue_id) {
+                return Ok(k.clone());
+            }
+        }
+        let key = PyTuple::new(
+            py,
+            [topic.as_any(), &queue_id.into_pyobject(py)?.into_any()],
+        )?;
+        *last = Some(key.clone().unbind());
+        Ok(key)
     }
 
     /// `check_topic(topic)` unless `topic` is the last name it passed.
