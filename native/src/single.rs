@@ -380,7 +380,7 @@ impl SinglePut {
     }
 
     /// The table's key `(topic, queue_id)`: the last one made when it matches (a row of puts to one
-    /// queue makes no tuple, and the dict finds its stored key by identity), else a new one.
+    /// queue makes no tuple; the dict finds a key it stored from here by identity), else a new one.
     fn key<'py>(
         &self,
         topic: &Bound<'py, PyString>,
