@@ -67,6 +67,7 @@ pub struct SinglePut {
     check_topic: Py<PyAny>,
     id_prefix: Vec<u8>, // hex of the packed store address + port: how the message ids start
     checked_topic: Mutex<Vec<u8>>, // the last topic name check_topic passed
+    last_key: Mutex<Option<Py<PyTuple>>>, // the last `(topic, queue id)` key, reused while it matches
     wall_clock: Py<PyAny>, // time.time: a clock read natively when `append` is given it
     results: Option<ResultMaker>, // makes append's PutMessageResult (None: append unavailable)
     put_ok: Option<Py<PyAny>>, // PutStatus.PUT_OK
@@ -82,21 +83,21 @@ struct Put {
 
 /// A `Message`'s fields as borrowed pointers: read from its slots, or looked up (then held here).
 struct Fields<'py> {
-    raw: Vec<*mut pyo3::ffi::PyObject>,
+    raw: [*mut pyo3::ffi::PyObject; MESSAGE_FIELDS.len()],
     _held: Vec<Bound<'py, PyAny>>,
 }
 
 impl<'py> Fields<'py> {
     fn of(msg: &Bound<'py, PyAny>) -> PyResult<Fields<'py>> {
-        let mut raw = Vec::with_capacity(MESSAGE_FIELDS.len());
-        let read = slots::reader(msg, &MESSAGE_FIELDS).is_some_and(|r| r.read(msg, &mut raw));
+        let mut raw = [std::ptr::null_mut(); MESSAGE_FIELDS.len()];
         let mut held = Vec::new();
-        if !read {
+        if !slots::read_one(msg, &MESSAGE_FIELDS, &mut raw) {
             for name in MESSAGE_FIELDS {
                 held.push(msg.getattr(name)?);
             }
-            raw.clear();
-            raw.extend(held.iter().map(|f| f.as_ptr()));
+            for (r, f) in raw.iter_mut().zip(&held) {
+                *r = f.as_ptr();
+            }
         }
         Ok(Fields { raw, _held: held })
     }
@@ -139,6 +140,7 @@ impl SinglePut {
             check_topic: check_topic.unbind(),
             id_prefix: msgid::host_hex(&host),
             checked_topic: Mutex::new(Vec::new()),
+            last_key: Mutex::new(None),
             wall_clock: py.import("time")?.getattr("time")?.unbind(),
             results: result_type.map(|t| ResultMaker::new(&t)),
             put_ok: put_ok.map(Bound::unbind),
@@ -163,7 +165,9 @@ impl SinglePut {
         Ok((put.msg_id, put.queue_offset, put.size))
     }
 
-    /// `put` at the write position of `segment` (a `MappedFile`, the caller holding the put lock),
+    /// `put` at the write position of `segment` (a `MappedFile`, the caller holding the put lock;
+    /// what its `write_target()` returns is read here as that method reads it: `write_buffer`, else
+    /// the mapping `_mm`),
     /// stamped with `clock()` in milliseconds (read natively when `clock` is `time.time`), then the
     /// segment advanced past it as `MappedFile.advance` does (`wrote`, and `committed` when it has no
     /// transient buffer) and its `store_timestamp` set; returns the
@@ -185,14 +189,21 @@ impl SinglePut {
         let base: i64 = segment
             .getattr(intern!(py, "file_from_offset"))?
             .extract()?;
-        let dest = segment.call_method0(intern!(py, "write_target"))?;
+        // `segment.write_target()` without a Python frame: the transient buffer, else the mapping
+        let write_buffer = segment.getattr(intern!(py, "write_buffer"))?;
+        let pooled = !write_buffer.is_none();
+        let dest = if pooled {
+            write_buffer
+        } else {
+            segment.getattr(intern!(py, "_mm"))?
+        };
         let phys = base + pos as i64;
         let put = self.encode(py, msg, &dest, pos, phys, store_ts)?;
         // `segment.advance(size)` without a Python frame: the fit was checked against
         // `segment_bytes` (the segment's size) before writing, so only the positions move.
         let end = (pos + put.size).into_pyobject(py)?;
         segment.setattr(intern!(py, "wrote"), &end)?;
-        if segment.getattr(intern!(py, "write_buffer"))?.is_none() {
+        if !pooled {
             segment.setattr(intern!(py, "committed"), &end)?;
         }
         let ts = store_ts.into_pyobject(py)?.into_any();
@@ -316,10 +327,7 @@ impl SinglePut {
         let key = if sys_flag & NOT_CONSUMABLE != 0 {
             None // prepared and rolled-back records get queue offset 0 and do not advance the table
         } else {
-            Some(PyTuple::new(
-                py,
-                [topic_obj.as_any(), &queue_id.into_pyobject(py)?.into_any()],
-            )?)
+            Some(self.key(&topic_str, queue_id)?)
         };
         let queue_offset = match &key {
             Some(k) => match table.get_item(k)? {
@@ -369,6 +377,37 @@ impl SinglePut {
             queue_id,
             size,
         })
+    }
+
+    /// The table's key `(topic, queue_id)`: the last one made when it matches (a row of puts to one
+    /// queue makes no tuple; the dict finds a key it stored from here by identity), else a new one.
+    fn key<'py>(
+        &self,
+        topic: &Bound<'py, PyString>,
+        queue_id: i64,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let py = topic.py();
+        let mut last = self
+            .last_key
+            .lock()
+            .map_err(|_| PyValueError::new_err("SinglePut: a put panicked while making a key"))?;
+        if let Some(k) = last.as_ref().map(|k| k.bind(py)) {
+            let (t, q) = (k.get_borrowed_item(0)?, k.get_borrowed_item(1)?);
+            let same_topic = t.is(topic)
+                || match t.cast::<PyString>() {
+                    Ok(t) => t.to_str()? == topic.to_str()?,
+                    Err(_) => false,
+                };
+            if same_topic && q.extract::<i64>().is_ok_and(|q| q == queue_id) {
+                return Ok(k.clone());
+            }
+        }
+        let key = PyTuple::new(
+            py,
+            [topic.as_any(), &queue_id.into_pyobject(py)?.into_any()],
+        )?;
+        *last = Some(key.clone().unbind());
+        Ok(key)
     }
 
     /// `check_topic(topic)` unless `topic` is the last name it passed.

@@ -45,26 +45,62 @@ pub struct Reader {
     offsets: Vec<isize>,
 }
 
-/// A reader for `sample`'s type, or None when its fields `names` are not all plain object slots.
-pub fn reader(sample: &Bound<'_, PyAny>, names: &[&str]) -> Option<Reader> {
-    let py = sample.py();
-    let ty = sample.get_type();
-    let mut cache = CACHE.lock().ok()?;
+/// The cached layout of `ty`'s fields `names`, resolved now when the cache holds another type's;
+/// None when they are not all plain object slots.
+fn layout<'c>(
+    cache: &'c mut Option<Layout>,
+    ty: &Bound<'_, PyType>,
+    names: &[&str],
+) -> Option<&'c Layout> {
     let fresh = match cache.as_ref() {
-        Some(l) => !l.ty.bind(py).is(&ty) || l.offsets.len() != names.len(),
+        Some(l) => !l.ty.bind(ty.py()).is(ty) || l.offsets.len() != names.len(),
         None => true,
     };
     if fresh {
         *cache = Some(Layout {
             ty: ty.clone().unbind(),
-            offsets: resolve(&ty, names)?,
+            offsets: resolve(ty, names)?,
         });
     }
-    let layout = cache.as_ref()?;
+    cache.as_ref()
+}
+
+/// A reader for `sample`'s type, or None when its fields `names` are not all plain object slots.
+pub fn reader(sample: &Bound<'_, PyAny>, names: &[&str]) -> Option<Reader> {
+    let ty = sample.get_type();
+    let mut cache = CACHE.lock().ok()?;
+    let layout = layout(&mut cache, &ty, names)?;
     Some(Reader {
         ty: ty.as_ptr() as *mut ffi::PyTypeObject,
         offsets: layout.offsets.clone(),
     })
+}
+
+/// `names` of one object read straight into `out` (as [`Reader::read`] does, through the same
+/// cache, without copying the offsets): for a single object, where a [`Reader`] would be made and
+/// dropped for one read.  False when the fields are not all plain slots or one is unset.
+pub fn read_one(obj: &Bound<'_, PyAny>, names: &[&str], out: &mut [*mut ffi::PyObject]) -> bool {
+    let ty = obj.get_type();
+    let Ok(mut cache) = CACHE.lock() else {
+        return false;
+    };
+    let Some(layout) = layout(&mut cache, &ty, names) else {
+        return false;
+    };
+    if out.len() != layout.offsets.len() {
+        return false;
+    }
+    let base = obj.as_ptr() as *const u8;
+    for (slot, &off) in out.iter_mut().zip(&layout.offsets) {
+        // SAFETY: `obj` is exactly the type whose member descriptors gave these offsets (the cached
+        // layout is `obj`'s type's), so each offset holds a PyObject* (NULL when unset).
+        let p = unsafe { *(base.offset(off) as *const *mut ffi::PyObject) };
+        if p.is_null() {
+            return false;
+        }
+        *slot = p;
+    }
+    true
 }
 
 impl Reader {

@@ -154,6 +154,29 @@ def test_the_topic_check_runs_once_per_distinct_topic_in_a_row():
         put.put(Message(topic="bad/topic", body=b"x"), out, pos, pos, STORE_TS)
 
 
+def test_the_reused_queue_key_still_reads_the_table_and_matches_equal_topics():
+    """A row of puts to one queue reuses its ``(topic, queue)`` key; the offsets still come from the
+    table (which the batch path advances too), and an equal topic of another object is the same queue."""
+    table = {}
+    put = _single_put(table, STORE_HOSTS[0])
+    out = bytearray(SEGMENT)
+    pos = 0
+
+    def queue_offset(topic: str, queue_id: int) -> int:
+        nonlocal pos
+        _msg_id, offset, size = put.put(Message(topic=topic, body=b"x", queue_id=queue_id), out, pos, pos, STORE_TS)
+        pos += size
+        return offset
+
+    topic = "Orders"
+    assert [queue_offset(topic, 0), queue_offset(topic, 0)] == [0, 1]
+    assert queue_offset("".join(["Ord", "ers"]), 0) == 2
+    table[(topic, 0)] = 10                                   # the batch path appended 8 meanwhile
+    assert [queue_offset(topic, 0), queue_offset(topic, 1), queue_offset("Other", 1), queue_offset(topic, 1)] == \
+        [10, 0, 0, 1]
+    assert table == {(topic, 0): 11, (topic, 1): 2, ("Other", 1): 1}
+
+
 def test_a_delay_level_is_not_taken():
     """The schedule topic is policy: CommitLog.append_message sends such messages down the batch path."""
     put = _single_put({}, STORE_HOSTS[0])

@@ -123,6 +123,22 @@ def test_async_producers_are_resolved_when_an_fsync_covers_them_in_any_order_of_
         service.shutdown()
 
 
+def test_a_burst_of_producers_wakes_the_sleeping_flush_thread_once():
+    service = GroupCommitService(ScriptedDisk().flush, timeout_ms=int(WAIT_S * 1000))   # its thread not started
+    notified = []
+    notify = service._cond.notify
+    service._cond.notify = lambda n=1: (notified.append(n), notify(n))
+    service._sleeping = True                                       # as the flush thread is while it waits
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        for offset in range(10, 74):           # 64 sends before the flush thread has the GIL back
+            service.wait_flushed_future(offset, loop)
+
+    _run(main())
+    assert notified == [1] and service._requested == 73
+
+
 def test_an_async_producer_no_fsync_covers_is_told_false_at_its_timeout():
     def short_flush():           # every flush reaches only offset 5 (as when the transient buffer's commit lags)
         time.sleep(0.005)

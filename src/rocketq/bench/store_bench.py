@@ -151,7 +151,8 @@ def _notes(sizes: BenchSizes) -> list[str]:
         "the dispatch lag is the time from the last append returning to wait_dispatched() returning. Beside it, "
         "the CPU seconds of the writer (the calling thread), the dispatch thread and the store's other threads "
         "over the same interval; n / writer CPU and n / dispatch CPU are in the JSON as *_alone_msgs_per_s.",
-        "single put: one put_message call per message, also timed until dispatched.",
+        "single put: one put_message call per message, also timed until dispatched; beside it the CPU "
+        "microseconds a put of the writer, the dispatch thread and the store's other threads.",
         "read back: get_messages(topic, 0, offset, 32) over the messages written by the batch-append scenario "
         "of the same run, reading .body (summing its length) and .queue_offset of each.",
         "4 KiB bodies: the reference copies the same total bytes, in chunks the size of one 64-message batch, "
@@ -159,7 +160,8 @@ def _notes(sizes: BenchSizes) -> list[str]:
         "os.write into a new file (no fsync), right after the store in the same run.",
         f"SYNC_FLUSH: each producer sends its next message only after put_message returned (flushed); "
         f"{sizes.sync_seconds:g} s per producer style, index on. Baseline in the same run: one os.write of a "
-        f"record-sized buffer + os.fdatasync per message, appending to a file, for {sizes.fsync_seconds:g} s.",
+        f"record-sized buffer + os.fdatasync per message, appending to a file, for {sizes.fsync_seconds:g} s. "
+        f"Beside the asyncio figure, the event loop thread's CPU per message.",
         f"crash recovery: a child process writes {sizes.recovery_log_bytes // MIB:,} MiB "
         f"({sizes.recovery_segment_bytes // MIB:,} MiB segments, index off, warm_mapped_file_enable off), waits until "
         "the checkpoint on disk shows the log and consume queues flushed, and is SIGKILLed (abort marker left, "
@@ -303,15 +305,24 @@ def _read_back(store: MessageStore, n: int) -> float:
 
 
 def single_put(root: Path, n: int) -> dict[str, Measurement]:
+    """One put_message per message until dispatched; beside it the writer's and the dispatcher's CPU
+    per put (the steadier measure on a shared machine) and where the writer's time went."""
     msgs = messages(n)
     with fresh_store(root) as store:
+        cpu0 = _thread_cpu_s()
+        sched0 = _writer_schedstat()
         t0 = time.perf_counter()
         for m in msgs:
             result = store.put_message(m)
             if result.status != PutStatus.PUT_OK:
                 raise BenchError(f"put_message: {result.status} {result.error}")
+        sched = _writer_time_split(sched0, time.perf_counter() - t0)
         elapsed = _wait_dispatched(store) - t0
-    return {"single": Measurement(n / elapsed, detail={"messages": n, "seconds": elapsed})}
+        cpu = _cpu_split(cpu0, _thread_cpu_s())
+    per_put_us = {name: s / n * 1e6 for name, s in cpu.items()}
+    reference = "CPU us a put: " + ", ".join(f"{name} {us:.2f}" for name, us in per_put_us.items())
+    detail = {"messages": n, "seconds": elapsed, "cpu_us_per_put": per_put_us, "writer_time_s": sched}
+    return {"single": Measurement(n / elapsed, reference, detail)}
 
 
 def big_bodies(root: Path, n: int) -> dict[str, Measurement]:
@@ -339,14 +350,20 @@ def sync_flush(root: Path, seconds: float, fsync_seconds: float) -> dict[str, Me
     with fresh_store(root, flush_disk_type="SYNC_FLUSH") as store:
         threads_rate, record_bytes = _sync_threads(store, seconds)
     with fresh_store(root, flush_disk_type="SYNC_FLUSH") as store:
-        asyncio_rate = _sync_asyncio(store, seconds)
+        cpu0 = _thread_cpu_s()
+        asyncio_rate, asyncio_count = _sync_asyncio(store, seconds)
+        loop_us = _cpu_split(cpu0, _thread_cpu_s())["writer"] / max(1, asyncio_count) * 1e6
     fsync_rate, fsyncs = fsync_per_message_rate(root, record_bytes, fsync_seconds)
-    out = {}
-    for key, rate in (("sync_threads", threads_rate), ("sync_asyncio", asyncio_rate)):
-        out[key] = Measurement(rate / fsync_rate, f"{rate:,.0f} msgs/s vs {fsync_rate:,.0f} fsyncs/s",
-                               {"msgs_per_s": rate, "fsync_per_message_per_s": fsync_rate,
-                                "record_bytes": record_bytes, "fsyncs": fsyncs})
-    return out
+    common = {"record_bytes": record_bytes, "fsyncs": fsyncs}
+    # beside the asyncio figure the event loop's CPU a message: its bound while every fsync covers all producers
+    return {"sync_threads": _vs_fsync(threads_rate, fsync_rate, common),
+            "sync_asyncio": _vs_fsync(asyncio_rate, fsync_rate, {**common, "loop_cpu_us_per_msg": loop_us},
+                                      note=f"; event loop {loop_us:.1f} us CPU a message")}
+
+
+def _vs_fsync(rate: float, fsync_rate: float, detail: dict, *, note: str = "") -> Measurement:
+    return Measurement(rate / fsync_rate, f"{rate:,.0f} msgs/s vs {fsync_rate:,.0f} fsyncs/s{note}",
+                       {"msgs_per_s": rate, "fsync_per_message_per_s": fsync_rate, **detail})
 
 
 def _sync_message(writer: int, seq: int) -> Message:
@@ -387,8 +404,9 @@ def _sync_threads(store: MessageStore, seconds: float) -> tuple[float, int]:
     return sum(counts) / elapsed, sizes[0]
 
 
-def _sync_asyncio(store: MessageStore, seconds: float) -> float:
-    """msgs/s with SYNC_WRITERS asyncio tasks on one loop (uvloop when installed), as the broker runs."""
+def _sync_asyncio(store: MessageStore, seconds: float) -> tuple[float, int]:
+    """(msgs/s, messages) with SYNC_WRITERS asyncio tasks on one loop (uvloop when installed), as the
+    broker runs."""
     import asyncio
     try:
         import uvloop
@@ -412,4 +430,4 @@ def _sync_asyncio(store: MessageStore, seconds: float) -> float:
 
     t0 = time.perf_counter()
     count = run(produce())
-    return count / (time.perf_counter() - t0)
+    return count / (time.perf_counter() - t0), count

@@ -167,7 +167,8 @@ class MappedFile:
 
     def write_target(self):
         """The buffer appends go into: the transient buffer when there is one, else the mapping
-        (for writers that encode in place, followed by :meth:`advance`)."""
+        (for writers that encode in place, followed by :meth:`advance`).  ``SinglePut.append``
+        reads the same two attributes natively: keep them in step."""
         return self.write_buffer if self.write_buffer is not None else self._mm
 
     def advance(self, n: int) -> None:

@@ -133,6 +133,7 @@ class MessageStore(StoreWrites, StoreMaintenance):
         self.dispatcher = Dispatcher(self.commitlog, sinks, delay_levels_ms=cfg.delay_levels_ms,
                                      with_index=self.index is not None,
                                      max_pending_messages=cfg.dispatch_queue_max_messages)
+        self._notify_appended = self.dispatcher.notify_appended    # bound once, not per single put
         self._preparer = Preparer(max_message_size=cfg.max_message_size, delay_levels=self._delay_level_count,
                                   store_host=self.store_host)
         self.recovery = self._recover(abnormal)

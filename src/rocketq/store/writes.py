@@ -31,11 +31,10 @@ class StoreWrites:
     """Mixed into MessageStore; uses its commitlog, dispatcher, cleaner, group commit and preparer."""
 
     def put_message(self, msg: Message) -> PutMessageResult:
-        dispatcher = self.dispatcher
         # _append_one's common case inline (one Python frame less per single put, ~5 % of its writer)
-        if self.running and dispatcher.blocked is None and self.cleaner.full is None and not msg.delay_level:
+        if self.running and self.dispatcher.blocked is None and self.cleaner.full is None and not msg.delay_level:
             try:
-                result = self.commitlog.append_message(msg, self._clock, dispatcher.notify_appended)
+                result = self.commitlog.append_message(msg, self._clock, self._notify_appended)
             except PutError as exc:
                 result = PutMessageResult(exc.status, error=exc.reason)
         else:
@@ -48,7 +47,13 @@ class StoreWrites:
     async def put_message_async(self, msg: Message) -> PutMessageResult:
         """``put_message`` for an asyncio producer: under SYNC_FLUSH it awaits the group commit
         instead of blocking the event loop (one wake-up per fsync for all of a loop's producers)."""
-        result = self._append_one(msg)
+        if self.running and self.dispatcher.blocked is None and self.cleaner.full is None and not msg.delay_level:
+            try:   # _append_one's common case inline, as in put_message
+                result = self.commitlog.append_message(msg, self._clock, self._notify_appended)
+            except PutError as exc:
+                return PutMessageResult(exc.status, error=exc.reason)
+        else:
+            result = self._append_one(msg)
         if self.group_commit is not None and result.status is PutStatus.PUT_OK and not await self._flushed(result):
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
@@ -86,7 +91,7 @@ class StoreWrites:
             return self._refusal()
         try:
             if not msg.delay_level:
-                return self.commitlog.append_message(msg, self._clock, dispatcher.notify_appended)
+                return self.commitlog.append_message(msg, self._clock, self._notify_appended)
             batch = self._preparer.messages([msg])     # policy: re-addressed to the schedule topic
         except PutError as exc:
             return PutMessageResult(exc.status, error=exc.reason)
