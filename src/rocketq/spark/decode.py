@@ -19,6 +19,8 @@ producer set one, else the offset message id.  Bodies with the COMPRESSED sysfla
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pyarrow as pa
 
@@ -144,7 +146,7 @@ def _batch(cols: dict, n: int, broker: str | None, schema: pa.Schema) -> pa.Reco
                                          _strings(cols, "prop_keys", entries, pa.string()),
                                          _strings(cols, "prop_values", entries, pa.string()))
     if cols["uniform_topic"]:                # the native column holds the one topic once
-        topic = pa.repeat(_strings(cols, "topic", 1, pa.string())[0], n)
+        topic = _repeated(_strings(cols, "topic", 1, pa.string())[0].as_py(), n)
     else:
         topic = _strings(cols, "topic", n, pa.string())
     body = _strings(cols, "body", n, pa.binary())
@@ -152,7 +154,7 @@ def _batch(cols: dict, n: int, broker: str | None, schema: pa.Schema) -> pa.Reco
         body = _inflate(body, cols["compressed"])
     columns = {
         "topic": topic,
-        "broker": pa.nulls(n, pa.string()) if broker is None else pa.repeat(pa.scalar(broker, pa.string()), n),
+        "broker": _repeated(broker, n),
         "queue_id": _fixed(cols, "queue_id", n, pa.int32()),
         "queue_offset": _fixed(cols, "queue_offset", n, pa.int64()),
         "keys": _strings(cols, "keys", n, pa.string()),
@@ -167,6 +169,13 @@ def _batch(cols: dict, n: int, broker: str | None, schema: pa.Schema) -> pa.Reco
         "sysflag": _fixed(cols, "sysflag", n, pa.int32()),
     }
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+@lru_cache(maxsize=4)
+def _repeated(value: str | None, n: int) -> pa.Array:
+    """A string column of *n* rows all *value* (null for None), made once per process for each chunk
+    size: Arrow arrays are immutable, so every full chunk of a queue shares its topic and broker columns."""
+    return pa.nulls(n, pa.string()) if value is None else pa.repeat(pa.scalar(value, pa.string()), n)
 
 
 def _inflate(body: pa.Array, rows: list[int]) -> pa.Array:
