@@ -107,6 +107,23 @@ def test_walk_columns_equals_the_reference_walk_then_the_decoder(recs, data):
         assert error is None
 
 
+def test_a_chunk_whose_one_topic_is_not_utf8_decodes_as_the_decoder_does():
+    """A damaged topic byte (not covered by the body CRC) in a chunk of one topic: the shared topic
+    column keeps the bytes unchecked, as the per-row decoder's column does, instead of failing."""
+    log, _ = encode_log([Rec("T", 0, 0, 0, 1, bytes(4), 1, 0, 0, b"body", b"")] * 2, phys=BASE, store_ts=STORE_MS,
+                        store_ip=bytes(4), store_port=1, next_offsets={})
+    damaged = bytearray(log)
+    size = len(log) // 2
+    for record in (0, size):
+        damaged[damaged.index(b"\x01T", record) + 1] = 0x80      # topic length 1, then the topic
+    rows, end, error = _walked(bytes(damaged), len(log), 6, True, topics=None, min_store_ms=None, max_store_ms=None)
+    want = decode(bytes(damaged), BASE, np.array([0, size], dtype=np.int64), np.zeros(2), broker="b",
+                  store_columns=True)
+    assert (end, error) == (len(log), None)
+    assert _table(rows).equals(_table(want))
+    assert rows[0].column("topic").buffers()[2].to_pybytes() == b"\x80\x80"
+
+
 def test_the_first_chunk_comes_back_without_walking_the_rest():
     recs = [Rec("T", 0, 0, 0, 1, bytes(4), 1, 0, 0, b"x" * 10, b"KEYS\x01k\x02")] * 10
     log, _ = encode_log(recs, phys=BASE, store_ts=STORE_MS, store_ip=bytes(4), store_port=1, next_offsets={})

@@ -146,7 +146,7 @@ def _batch(cols: dict, n: int, broker: str | None, schema: pa.Schema) -> pa.Reco
                                          _strings(cols, "prop_keys", entries, pa.string()),
                                          _strings(cols, "prop_values", entries, pa.string()))
     if cols["uniform_topic"]:                # the native column holds the one topic once
-        topic = _repeated(_strings(cols, "topic", 1, pa.string())[0].as_py(), n)
+        topic = _repeated(_strings(cols, "topic", 1, pa.binary())[0].as_py(), n)
     else:
         topic = _strings(cols, "topic", n, pa.string())
     body = _strings(cols, "body", n, pa.binary())
@@ -154,7 +154,7 @@ def _batch(cols: dict, n: int, broker: str | None, schema: pa.Schema) -> pa.Reco
         body = _inflate(body, cols["compressed"])
     columns = {
         "topic": topic,
-        "broker": _repeated(broker, n),
+        "broker": _repeated(None if broker is None else broker.encode(), n),
         "queue_id": _fixed(cols, "queue_id", n, pa.int32()),
         "queue_offset": _fixed(cols, "queue_offset", n, pa.int64()),
         "keys": _strings(cols, "keys", n, pa.string()),
@@ -172,10 +172,14 @@ def _batch(cols: dict, n: int, broker: str | None, schema: pa.Schema) -> pa.Reco
 
 
 @lru_cache(maxsize=4)
-def _repeated(value: str | None, n: int) -> pa.Array:
+def _repeated(value: bytes | None, n: int) -> pa.Array:
     """A string column of *n* rows all *value* (null for None), made once per process for each chunk
-    size: Arrow arrays are immutable, so every full chunk of a queue shares its topic and broker columns."""
-    return pa.nulls(n, pa.string()) if value is None else pa.repeat(pa.scalar(value, pa.string()), n)
+    size: Arrow arrays are immutable, so every full chunk of a queue shares its topic and broker columns.
+    *value* is the column's bytes as they are: like every string column decoded here, not checked as
+    UTF-8 (a torn record's topic must not fail the batch)."""
+    if value is None:
+        return pa.nulls(n, pa.string())
+    return pa.repeat(pa.scalar(value, pa.binary()), n).view(pa.string())
 
 
 def _inflate(body: pa.Array, rows: list[int]) -> pa.Array:
