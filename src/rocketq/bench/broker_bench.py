@@ -58,15 +58,15 @@ class Scenario:
 class ServeProcess:
     """``rocketq serve`` on free ports in a temporary store, stopped (SIGTERM) on exit."""
 
-    def __init__(self, root: Path, *extra: str, grpc: bool = False):
-        self.root, self.extra, self.grpc = root, extra, grpc
+    def __init__(self, root: Path, *extra: str, grpc: bool = False, env: dict[str, str] | None = None):
+        self.root, self.extra, self.grpc, self.env = root, extra, grpc, env     # env: the server's (default: ours)
 
     def __enter__(self) -> ServeProcess:
         grpc_args = ["--grpc-port", "0"] if self.grpc else ["--no-grpc"]
         cmd = [sys.executable, "-m", "rocketq.cli.main", "serve", "--store-path", str(self.root), "--host",
                "127.0.0.1", "--port", "0", "--namesrv-port", "0", *grpc_args, *self.extra]
         self._stderr = tempfile.TemporaryFile(mode="w+")        # read back only when it does not start
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=self.env)
         ready, _, _ = select.select([self.proc.stdout], [], [], SERVE_START_TIMEOUT_S)
         line = self.proc.stdout.readline() if ready else ""
         match = BOOT.search(line)

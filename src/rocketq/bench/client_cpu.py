@@ -57,17 +57,9 @@ def one_run(size: int, n: int, concurrency: int, *, sync: bool, server_src: str 
     from rocketq.bench.broker_bench import ServeProcess
     from rocketq.bench.compare.runner import _run
     flush = ["--flush-disk-type", "SYNC_FLUSH"] if sync else []
-    saved = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": server_src} if server_src else None
     with tempfile.TemporaryDirectory() as tmp:
-        if server_src:
-            os.environ["PYTHONPATH"] = server_src
-        try:
-            serve = ServeProcess(Path(tmp), *flush).__enter__()
-        finally:
-            if saved is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = saved
+        serve = ServeProcess(Path(tmp), *flush, env=env).__enter__()
         try:
             load0 = os.getloadavg()[0]
             row = _run(timed_sends(serve.namesrv, f"T{time.monotonic_ns()}", n, size, concurrency, profile))
