@@ -17,6 +17,17 @@ def test_batch_cpu_one_row_reports_the_broker_cpu_per_send(capsys):
     assert 0 < row["p50_ms"] <= row["p99_ms"] and row["cpu_us_per_send"] > 0
 
 
+def test_batch_cpu_sync_row_reports_both_sides_cpu_and_runs_against_async_flush_too(capsys):
+    batch_cpu.main(["--sync", "--size", "128", "--messages", "256", "--threads"])
+    batch_cpu.main(["--sync", "--async-flush", "--size", "128", "--messages", "256"])
+    sync, no_wait = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sync["row"] == "sync64" and no_wait["row"] == "sync64-async-flush"
+    for row in (sync, no_wait):
+        assert row["msgs"] == 256 and row["broker_us_per_msg"] > 0 and row["client_us_per_msg"] > 0
+    assert sync["fsyncs"] > 0 and sync["sends_per_fsync"] >= 1 and sync["thread_cpu_s"]
+    assert "fsyncs" not in no_wait            # no group commit under ASYNC_FLUSH
+
+
 def test_batch_cpu_refuses_two_rows_at_once(capsys):
     with pytest.raises(SystemExit) as exc:
         batch_cpu.main(["--one", "--sync"])

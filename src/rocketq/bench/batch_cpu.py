@@ -1,6 +1,6 @@
 """One rocketq row of ``rocketq bench compare`` alone: batched produce, or 64 producers under SYNC_FLUSH.
 
-``python -m rocketq.bench.batch_cpu [--size 128] [--runs 2] [--sync | --one] [--no-preamble] [--threads]``
+``python -m rocketq.bench.batch_cpu [--size 128] [--runs 2] [--sync [--async-flush] | --one] [--no-preamble] [--threads]``
 
 What ``bench compare`` does for rocketq's batched-produce ("fast") row and nothing else: ``rocketq
 serve`` in a temporary directory, started and driven by compare's own
@@ -11,7 +11,10 @@ read around the row and scaled to a million messages, as compare's sampler reads
 
 ``--sync`` runs the sync-durability row instead (SYNC_FLUSH, 64 producers, one message per send,
 20,000 messages): msgs/s, p99, how many sends shared one fsync, the mean fsync time and the share
-of the row spent in fsyncs (the broker's group-commit metrics, read before and after).
+of the row spent in fsyncs (the broker's group-commit metrics, read before and after), and the CPU a
+message of the broker and of the client (this process: compare's client runs in it).  ``--sync
+--async-flush`` runs the same producers against an ASYNC_FLUSH broker: the difference is what waiting
+for the group commit costs.
 
 ``--one`` runs the one-message-per-round-trip row instead (compare's "one": ``Plan.one_n`` sends, each
 awaited before the next, after compare's warm-up): msgs/s as compare counts it, p50 / p99, and the
@@ -77,7 +80,9 @@ def by_thread(pid: int, before: dict[int, int], after: dict[int, int]) -> dict[s
     names = thread_names(pid)
     spent: dict[str, float] = {}
     for tid, ticks in after.items():
-        name = names.get(tid, "native")      # threads with no Python frame: Rust's, the OS's
+        # without py-spy only the main thread (the event loop's) is known; threads with no Python frame
+        # are Rust's or the OS's
+        name = names.get(tid, "main" if tid == pid else "other" if not names else "native")
         spent[name] = spent.get(name, 0.0) + (ticks - before.get(tid, 0)) / TICKS_PER_S
     return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: -kv[1]) if v > 0}
 
@@ -117,10 +122,10 @@ class _Configured(Rocketq):
 
 
 def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: float, plan: Plan,
-            one: bool = False, settings: list[str] = ()) -> dict:
+            one: bool = False, settings: list[str] = (), async_flush: bool = False) -> dict:
     body = b"m" * size
     with tempfile.TemporaryDirectory() as tmp:
-        system = _Configured(Path(tmp), sync=sync, settings=list(settings))
+        system = _Configured(Path(tmp), sync=sync and not async_flush, settings=list(settings))
         system.start()
         try:
             print(f"serve pid {system.pid}", file=sys.stderr, flush=True)
@@ -133,8 +138,9 @@ def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: flo
                 print(f"row in {hold_s} s", file=sys.stderr, flush=True)
                 time.sleep(hold_s)
             ticks = thread_ticks(system.pid) if threads else {}
-            syncs0 = group_commit_syncs(system.pid) if sync else None
+            syncs0 = group_commit_syncs(system.pid) if system.sync else None
             load0 = os.getloadavg()[0]
+            client0 = time.process_time()
             with _Sampler(system.pid) as sampler:
                 t0 = time.perf_counter()
                 if sync or one:
@@ -143,7 +149,9 @@ def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: flo
                 else:
                     n, _secs = _run(system.produce_fast(plan.fast_n, body))
                 secs = time.perf_counter() - t0
-            row = {"size": size, "row": "sync64" if sync else "one" if one else "fast", "set": list(settings), "msgs": n,
+            client_cpu_s = time.process_time() - client0
+            row = {"size": size, "row": ("sync64-async-flush" if async_flush else "sync64") if sync else "one" if one else "fast",
+                   "set": list(settings), "msgs": n,
                    "msgs_per_s": round(n / sum(lat)) if one else round(n / secs),
                    "cpu_s_per_M": round(sampler.cpu_s * 1e6 / n, 2), "load_before": round(load0, 2),
                    "load_after": round(os.getloadavg()[0], 2)}
@@ -152,7 +160,10 @@ def one_run(size: int, *, sync: bool, preamble: bool, threads: bool, hold_s: flo
                 row["cpu_us_per_send"] = round(sampler.cpu_s * 1e6 / n, 1)
             if sync:
                 row["p99_ms"] = round(_pct(lat, 0.99), 2)
-                syncs1 = group_commit_syncs(system.pid)
+                # CPU a message of the two processes (this one is the client): which side bounds the row
+                row["broker_us_per_msg"] = round(sampler.cpu_s * 1e6 / n, 1)
+                row["client_us_per_msg"] = round(client_cpu_s * 1e6 / n, 1)
+                syncs1 = group_commit_syncs(system.pid) if system.sync else None
                 if syncs0 is not None and syncs1 is not None and syncs1[0] > syncs0[0]:
                     fsyncs = syncs1[0] - syncs0[0]
                     row["fsyncs"] = int(fsyncs)
@@ -172,6 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--sync", action="store_true", help="the SYNC_FLUSH x64 row instead of batched produce")
     ap.add_argument("--one", action="store_true", help="the one-message-per-round-trip row instead")
+    ap.add_argument("--async-flush", action="store_true",
+                    help="with --sync: the same 64 producers against an ASYNC_FLUSH broker (what waiting for the fsync costs)")
     ap.add_argument("--no-preamble", action="store_true", help="skip the one-at-a-time sends before the row")
     ap.add_argument("--threads", action="store_true", help="CPU per broker thread")
     ap.add_argument("--hold", type=float, default=0.0, help="seconds to wait before the row (attach a profiler)")
@@ -187,7 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(args.runs):
         for size in args.size or (128, 1024):
             print(json.dumps(one_run(size, sync=args.sync, preamble=not args.no_preamble, threads=args.threads,
-                                     hold_s=args.hold, plan=plan, one=args.one, settings=args.set)), flush=True)
+                                     hold_s=args.hold, plan=plan, one=args.one, settings=args.set,
+                                     async_flush=args.async_flush)), flush=True)
 
 
 if __name__ == "__main__":
