@@ -24,7 +24,7 @@ goes out first) and the waiter is woken without a timer.  When nobody waits, it 
 ``coalesce_s`` later (5 ms), so one-at-a-time sends share a drain instead of paying ~20 us of Python
 and a loop wake-up each (RocketMQ's reput looks every 1 ms, but on its own thread; here, at 2,500-3,000
 awaited sends a second, 1 ms drained after every third send and 5 ms after every 16th, and the broker's
-CPU per send fell by a sixth); a reader that asks in between calls
+CPU per send fell by 10-19 %); a reader that asks in between calls
 :meth:`Dispatcher.catch_up` first (the broker does before every request that is not a send), so
 a client that got its send's answer always finds the message.
 
