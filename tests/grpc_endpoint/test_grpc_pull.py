@@ -193,3 +193,17 @@ def test_query_offset_policies(server, stub):
     assert query(pb.QueryOffsetPolicy.END, qid=1)[0] == Code.BAD_REQUEST
     assert query(pb.QueryOffsetPolicy.END, topic="Nowhere")[0] == Code.TOPIC_NOT_FOUND
 
+
+
+def test_a_pull_and_an_end_query_see_every_send_answered_before_them(server, stub):
+    """Single sends' dispatch is coalesced while nobody waits (store/dispatcher.py); stretched far beyond
+    the test here, only the gRPC side's own catch-up can show the sends to a pull and an END query."""
+    server.create_topic("SeenAtOnce", 1)
+    server.call(lambda: setattr(server.broker.store.dispatcher, "coalesce_s", 60.0))
+    for i in range(3):
+        _send(server, "SeenAtOnce", f"s{i}".encode())
+    end = spb.QueryOffsetRequest(message_queue=_mq("SeenAtOnce"), query_offset_policy=pb.QueryOffsetPolicy.END)
+    r = stub.QueryOffset(end, metadata=MD, timeout=5)
+    assert (r.status.code, r.offset) == (Code.OK, 3)
+    _send(server, "SeenAtOnce", b"s3")
+    assert _shape(_pull(stub, "SeenAtOnce", 0)) == (Code.OK, [b"s0", b"s1", b"s2", b"s3"], 4)

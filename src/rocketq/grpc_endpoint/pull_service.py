@@ -115,8 +115,15 @@ class PullService:
         return _PullPlan(topic, qid, req.offset, min(req.batch_size, MAX_PULL_MESSAGES), sub, wait_s,
                          req.message_queue.topic.resource_namespace)
 
+    def _seeing_every_answered_send(self):
+        """The store, with the sends answered before this request dispatched: the broker coalesces single
+        sends' dispatch when nobody waits (store/dispatcher.py), as its remoting side catches up here too."""
+        store = self._broker.store
+        store.dispatcher.catch_up()
+        return store
+
     async def _read(self, p: _PullPlan) -> _Pulled:
-        store, polling = self._broker.store, self._broker.long_polling
+        store, polling = self._seeing_every_answered_send(), self._broker.long_polling
         scan = filtered_reads.scan_units_for(p.batch, self._broker.settings.max_filter_message_size)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + p.wait_s
@@ -159,7 +166,7 @@ class PullService:
         try:
             group = self._consumers.group(req.group.name)
             topic, qid = self._queue(req.message_queue)
-            top = self._broker.store.max_offset(topic, qid)
+            top = self._seeing_every_answered_send().max_offset(topic, qid)
             if not 0 <= req.offset <= top:
                 raise V2Error(Code.ILLEGAL_OFFSET, f"offset {req.offset} is outside 0..{top} (the queue's max offset)")
         except V2Error as exc:
@@ -180,7 +187,7 @@ class PullService:
         return spb.GetOffsetResponse(status=status(), offset=offset)
 
     async def query_offset(self, req):
-        store = self._broker.store
+        store = self._seeing_every_answered_send()
         try:
             topic, qid = self._queue(req.message_queue)
             policy = req.query_offset_policy
