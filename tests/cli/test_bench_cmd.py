@@ -68,3 +68,13 @@ def test_bench_store_only_the_batch_step_with_its_cpu_split(invoke, tmp_path):
     split = detail["writer_time_s"]             # on CPU / waiting for one / blocked, adding up to the append time
     assert set(split) == {"on_cpu", "runnable", "blocked"} and split["on_cpu"] > 0
     assert sum(split.values()) == pytest.approx(detail["append_s"], rel=0.05, abs=0.01)
+
+
+@pytest.mark.slow
+def test_bench_store_big_step_reports_cpu_a_message(invoke, tmp_path):
+    res = invoke("bench", "store", "--quick", "--runs", "1", "--only", "big", "--dir", tmp_path, "--json")
+    assert res.exit_code == 0, res.output
+    run = {s["key"]: s for s in json.loads(res.stdout)["scenarios"]}["big"]["runs"][0]
+    per_msg = run["detail"]["cpu_us_per_msg"]
+    assert set(per_msg) == {"writer", "dispatch", "other"} and per_msg["writer"] > 0 and per_msg["dispatch"] > 0
+    assert "CPU us a message: writer" in run["reference"]

@@ -157,7 +157,9 @@ def _notes(sizes: BenchSizes) -> list[str]:
         "of the same run, reading .body (summing its length) and .queue_offset of each.",
         "4 KiB bodies: the reference copies the same total bytes, in chunks the size of one 64-message batch, "
         "into a preallocated and pre-faulted mapping of a file of that size (mmap slice assignment), and with "
-        "os.write into a new file (no fsync), right after the store in the same run.",
+        "os.write into a new file (no fsync), right after the store in the same run. Beside it the CPU "
+        "microseconds a message of the writer, the dispatch thread and the store's other threads (flush: "
+        "the store's msync writeback, when one falls inside the row).",
         f"SYNC_FLUSH: each producer sends its next message only after put_message returned (flushed); "
         f"{sizes.sync_seconds:g} s per producer style, index on. Baseline in the same run: one os.write of a "
         f"record-sized buffer + os.fdatasync per message, appending to a file, for {sizes.fsync_seconds:g} s. "
@@ -326,23 +328,30 @@ def single_put(root: Path, n: int) -> dict[str, Measurement]:
 
 
 def big_bodies(root: Path, n: int) -> dict[str, Measurement]:
-    """4 KiB bodies in batches: store bytes/s against raw copies of the same bytes, same run."""
+    """4 KiB bodies in batches: store bytes/s against raw copies of the same bytes, same run; beside
+    it the CPU microseconds a message of the writer, the dispatch thread and the store's other
+    threads (the steadier measure on a shared machine)."""
     groups = batches(n, BIG_BODY_BYTES)
     with fresh_store(root) as store:
+        cpu0 = _thread_cpu_s()
         t0 = time.perf_counter()
         _put_batches(store, groups)
         elapsed = _wait_dispatched(store) - t0
+        cpu = _cpu_split(cpu0, _thread_cpu_s())
         total = store.commitlog.max_offset()
     del groups
     chunk = max(1, total * BATCH_MESSAGES // n)
     store_rate = total / elapsed
     mmap_rate = mmap_copy_rate(root, total, chunk)
     write_rate = write_copy_rate(root, total, chunk)
+    per_msg_us = {name: s / n * 1e6 for name, s in cpu.items()}
     reference = (f"store {store_rate / 1e6:,.0f} vs mmap copy {mmap_rate / 1e6:,.0f} MB/s; "
-                 f"os.write {write_rate / 1e6:,.0f} MB/s")
+                 f"os.write {write_rate / 1e6:,.0f} MB/s; CPU us a message: "
+                 + ", ".join(f"{name} {us:.2f}" for name, us in per_msg_us.items()))
     return {"big": Measurement(store_rate / mmap_rate * 100, reference,
                                {"bytes": total, "store_bytes_per_s": store_rate, "mmap_copy_bytes_per_s": mmap_rate,
-                                "os_write_bytes_per_s": write_rate, "chunk_bytes": chunk})}
+                                "os_write_bytes_per_s": write_rate, "chunk_bytes": chunk,
+                                "cpu_us_per_msg": per_msg_us})}
 
 
 def sync_flush(root: Path, seconds: float, fsync_seconds: float) -> dict[str, Measurement]:
