@@ -7,6 +7,7 @@ with :func:`reference.encode_log` of the same records.
 
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
@@ -59,15 +60,15 @@ def _rec(m: Message) -> Rec:
     return Rec(*general_row(m, DELAY_LEVELS))
 
 
-def _write(batch, *, phys: int, store: HostAddress, bases_from: dict) -> tuple[bytes, list[int]]:
-    out = bytearray(batch.total_bytes + 16)
+def _write(batch, *, phys: int, store: HostAddress, bases_from: dict, pos: int = 8) -> tuple[bytes, list[int]]:
+    out = bytearray(batch.total_bytes + pos + 8)
     table = dict(bases_from)
-    batch.append_to(out, 8, table, physical_offset=phys, store_timestamp=1_800_000_000_250, store_ip=store.ip,
+    batch.append_to(out, pos, table, physical_offset=phys, store_timestamp=1_800_000_000_250, store_ip=store.ip,
                     store_port=store.port)
-    assert out[:8] == bytes(8) and out[8 + batch.total_bytes:] == bytes(8), "wrote outside its range"
+    assert out[:pos] == bytes(pos) and out[pos + batch.total_bytes:] == bytes(8), "wrote outside its range"
     with pytest.raises(ValueError, match="appended already"):
-        batch.append_to(out, 8, table, physical_offset=phys, store_timestamp=1, store_ip=store.ip, store_port=1)
-    return bytes(out[8:8 + batch.total_bytes]), batch.queue_offsets
+        batch.append_to(out, pos, table, physical_offset=phys, store_timestamp=1, store_ip=store.ip, store_port=1)
+    return bytes(out[pos:pos + batch.total_bytes]), batch.queue_offsets
 
 
 @SETTINGS
@@ -154,6 +155,44 @@ def test_mangled_wire_batches_fail_like_the_reference_decoder(data):
     assert ref_error is None, f"native accepted what the reference refuses: {ref_error}"
     if batch is not None:
         assert len(batch) == len(cols.bodies)
+
+
+# bodies of every size around and above a few cache lines, landing at any offset of the destination
+big_bodies = st.one_of(st.binary(min_size=240, max_size=330), st.binary(min_size=250, max_size=9000))
+
+
+@SETTINGS
+@given(bodies=st.lists(big_bodies, min_size=1, max_size=5), born=st.sampled_from(HOSTS),
+       store=st.sampled_from(STORE_HOSTS), pos=st.integers(0, 70))
+def test_large_bodies_encode_as_the_reference(bodies, born, store, pos):
+    """Large bodies through both ways in, IPv4 and IPv6 hosts: the reference's bytes (zlib's CRC)."""
+    prep = Preparer(max_message_size=4 << 20, delay_levels=DELAY_LEVELS, store_host=store)
+    msgs = [Message(topic="T", body=b, tags="t", keys=[f"k{i}"], born_host=born, born_timestamp=7)
+            for i, b in enumerate(bodies)]
+    got, _ = _write(prep.messages(msgs), phys=1 << 33, store=store, bases_from={}, pos=pos)
+    want, _ = encode_log([_rec(m) for m in msgs], phys=1 << 33, store_ts=1_800_000_000_250, store_ip=store.ip,
+                         store_port=store.port, next_offsets={})
+    assert got == want
+    wire = wire_batch([(0, b, b"") for b in bodies])
+    batch = prep.wire_batch(wire, topic="T", queue_id=0, sys_flag=0, born_timestamp=7, born_host=born,
+                            reconsume_times=0)
+    got, _ = _write(batch, phys=1 << 33, store=store, bases_from={}, pos=pos)
+    want, _ = encode_log([Rec("T", 0, 0, 0, 7, born.ip, born.port, 0, 0, b, b"") for b in bodies], phys=1 << 33,
+                         store_ts=1_800_000_000_250, store_ip=store.ip, store_port=store.port, next_offsets={})
+    assert got == want
+
+
+@pytest.mark.parametrize("store", STORE_HOSTS)
+def test_maximal_records_encode_as_the_reference(store):
+    """The largest record a batch takes: a body of maxMessageSize and 32,767 bytes of properties."""
+    born, max_body = HOSTS[1], 1 << 20
+    body = random.Random(15).randbytes(max_body)
+    prep = Preparer(max_message_size=max_body, delay_levels=DELAY_LEVELS, store_host=store)
+    msg = Message(topic="T" * 127, body=body, properties={"p": "v" * 32_764}, born_host=born, born_timestamp=7)
+    got, _ = _write(prep.messages([msg]), phys=5, store=store, bases_from={}, pos=3)
+    want, _ = encode_log([_rec(msg)], phys=5, store_ts=1_800_000_000_250, store_ip=store.ip, store_port=store.port,
+                         next_offsets={})
+    assert len(_rec(msg).props) == 32_767 and got == want
 
 
 def test_refusals_name_the_message_and_the_status():
