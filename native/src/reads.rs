@@ -8,6 +8,7 @@
 //! record that would take the answer past the byte budget ends it too, unless nothing was taken yet.
 //! The records taken are copied once, back to back, into the answer.
 
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -80,18 +81,40 @@ pub fn read_units<'py>(
         last = phys;
         consumed += 1;
     }
-    let blob = PyBytes::new_with(py, total, |out| {
-        let mut at = 0;
-        for &(rel, size) in &taken {
-            out[at..at + size].copy_from_slice(&data[rel..rel + size]);
-            at += size;
-        }
-        Ok(())
-    })?;
+    let blob = records_blob(py, data, &taken, total)?;
     let stop = match stop {
         Stop::End => "end",
         Stop::Budget => "budget",
         Stop::OtherSegment => "segment",
     };
     Ok((blob, taken.len(), consumed, last, removed, stop))
+}
+
+/// The `taken` `(position, size)` records of `data`, back to back in a new `bytes` of `total` bytes,
+/// written once: `PyBytes::new_with` would zero the ~256 KiB of a pull's answer first.
+fn records_blob<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    taken: &[(usize, usize)],
+    total: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    assert_eq!(taken.iter().map(|&(_, size)| size).sum::<usize>(), total);
+    assert!(taken.iter().all(|&(rel, size)| rel + size <= data.len()));
+    // SAFETY: a NULL source makes CPython allocate `total` uninitialised bytes, owned by the new
+    // object (or NULL and an exception on failure); the copies below write each of them exactly
+    // once, from within `data` (checked above), before anything can read the object.
+    unsafe {
+        let blob = Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyBytes_FromStringAndSize(std::ptr::null(), total as ffi::Py_ssize_t),
+        )?
+        .cast_into_unchecked::<PyBytes>();
+        let out = ffi::PyBytes_AsString(blob.as_ptr()).cast::<u8>();
+        let mut at = 0;
+        for &(rel, size) in taken {
+            std::ptr::copy_nonoverlapping(data.as_ptr().add(rel), out.add(at), size);
+            at += size;
+        }
+        Ok(blob)
+    }
 }
