@@ -46,6 +46,7 @@ _SEND_EXPECT = tuple(_SEND_STATUS)
 _PULL_STATUS = {ResponseCode.SUCCESS: PullStatus.FOUND, ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
                 ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
                 ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL}
+_PULL_EXPECT = tuple(_PULL_STATUS)
 
 
 def split_records(body: bytes) -> list:
@@ -209,12 +210,13 @@ class MQClientAPI:
                        commit_offset: int = -1, timeout_s: float | None = None) -> tuple[PullResult, bytes]:
         """PULL_MESSAGE with the found records left as the broker sent them (store format, back to back)."""
         flags = (PULL_FLAG_SUSPEND if suspend_ms else 0) | (PULL_FLAG_COMMIT_OFFSET if commit_offset >= 0 else 0)
-        header = {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
-                  "maxMsgNums": max_nums, "sysFlag": flags | PULL_FLAG_SUBSCRIPTION,
-                  "commitOffset": max(commit_offset, 0), "suspendTimeoutMillis": suspend_ms,
-                  "subscription": expression, "subVersion": 0, "expressionType": expression_type}
+        header = {"consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id), "queueOffset": str(offset),
+                  "maxMsgNums": str(max_nums), "sysFlag": str(flags | PULL_FLAG_SUBSCRIPTION),
+                  "commitOffset": str(max(commit_offset, 0)), "suspendTimeoutMillis": str(suspend_ms),
+                  "subscription": expression, "subVersion": "0", "expressionType": expression_type}
         wait = (timeout_s or self.timeout_s) + suspend_ms / 1000
-        r = await self.invoke(addr, RequestCode.PULL_MESSAGE, header, timeout_s=wait, expect=tuple(_PULL_STATUS))
+        r = await self.invoke_command(addr, RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header),
+                                      timeout_s=wait, expect=_PULL_EXPECT)   # the fields are strings already
         f = r.ext_fields
         body = r.body if r.code == ResponseCode.SUCCESS else b""
         return PullResult(_PULL_STATUS[r.code], int(f.get("nextBeginOffset", offset)), int(f.get("minOffset", 0)),

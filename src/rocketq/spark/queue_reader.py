@@ -218,9 +218,10 @@ def _decoded(bodies: list[bytes], task: QueueTask, tag_set) -> list[pa.RecordBat
     return out
 
 
-async def _pull_async(task: QueueTask, ref: broker_io.QueueRef, offset: int, n: int):
-    return await broker_io.api(task.access).pull_raw(ref.addr, ref.mq, task.group, offset, max_nums=n,
-                                          expression=_expression(task.tags), suspend_ms=0)
+def _pull_async(task: QueueTask, ref: broker_io.QueueRef, offset: int, n: int):
+    """The pull's coroutine (pull_raw's own: no layer of ours around it)."""
+    return broker_io.api(task.access).pull_raw(ref.addr, ref.mq, task.group, offset, max_nums=n,
+                                               expression=_expression(task.tags), suspend_ms=0)
 
 
 async def _pull_rerouted(task: QueueTask, offset: int, n: int, exc: MQClientError):
