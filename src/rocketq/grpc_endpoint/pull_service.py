@@ -116,8 +116,9 @@ class PullService:
                          req.message_queue.topic.resource_namespace)
 
     def _seeing_every_answered_send(self):
-        """The store, with the sends answered before this request dispatched: the broker coalesces single
-        sends' dispatch when nobody waits (store/dispatcher.py), as its remoting side catches up here too."""
+        """The store, with every send answered before this request dispatched into its queues (the broker
+        coalesces single sends' dispatch while nobody waits, store/dispatcher.py); the remoting side does
+        the same before every request that is not a send (Broker._serve)."""
         store = self._broker.store
         store.dispatcher.catch_up()
         return store
