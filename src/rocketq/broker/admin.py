@@ -57,7 +57,7 @@ def handlers(broker) -> dict:
         async def handle(conn, cmd):
             response = fn(broker, cmd)
             if cmd.code in _REGISTER_AFTER and response.code == ResponseCode.SUCCESS and broker.registrar is not None:
-                await broker.registrar.register_once()   # the route is at the NameServers when we answer
+                await broker.registrar.published()   # the route is at the NameServers when we answer
             return response
         return handle
     return {code: bind(fn) for code, fn in table.items()}

@@ -63,6 +63,9 @@ class NameServerRegistrar:
         self.master_ha_addr: str | None = None
         self._task: asyncio.Task | None = None
         self._kick = asyncio.Event()
+        self._changes = 0                        # topic changes so far
+        self._published = 0                      # the changes the last finished registration carried
+        self._publish_waiters: list[tuple[int, asyncio.Future]] = []
         self._kv: dict[tuple[str, str], str] = {}       # advertised KV config entries
 
     def body(self) -> bytes:
@@ -191,14 +194,43 @@ class NameServerRegistrar:
         await asyncio.gather(*(self._send(c, RequestCode.UNREGISTER_BROKER, header) for c in self._clients))
 
     def topics_changed(self) -> None:
+        self._changes += 1
         self._kick.set()
+
+    @property
+    def behind(self) -> bool:
+        """A topic changed that no finished registration carried yet."""
+        return self._published < self._changes
+
+    async def published(self, timeout_s: float = REGISTER_TIMEOUT_S) -> bool:
+        """Wait until a registration carrying every topic change made before this call has been sent
+        (answered or not: a NameServer that is down does not hold the caller longer than *timeout_s*);
+        False on timeout.  RocketMQ registers a topic a send or an admin created before answering
+        them, so a consumer started right after finds its route."""
+        target = self._changes
+        if self._task is None or self._task.done():      # not registering (withdrawn): nothing to wait for
+            return False
+        if self._published >= target:
+            return True
+        waiter = asyncio.get_running_loop().create_future()
+        self._publish_waiters.append((target, waiter))
+        done, _ = await asyncio.wait([waiter], timeout=timeout_s)   # the handler may run before it is a task
+        return bool(done)
 
     async def _loop(self) -> None:
         """Every 30 s, and at once after a topic change (the first registration is the broker's start)."""
         while True:
             await wait_event(self._kick, REGISTER_PERIOD_S)
             self._kick.clear()             # before sending: a change during the send triggers another one
+            carried = self._changes
             await self.register_once()
+            self._published = max(self._published, carried)
+            waiting, self._publish_waiters = self._publish_waiters, []
+            for target, waiter in waiting:
+                if target > carried:
+                    self._publish_waiters.append((target, waiter))
+                elif not waiter.done():
+                    waiter.set_result(None)
             await self._put_kv()
 
     async def close(self) -> None:

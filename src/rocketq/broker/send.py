@@ -110,6 +110,15 @@ def topic_config_for_send(broker, cmd: RemotingCommand, topic: str, default_topi
     return tc
 
 
+def unpublished(broker):
+    """The NameServer registrar when a topic changed that no finished registration carried, else None: a send
+    that created its topic is answered once the NameServers have the route, as RocketMQ's (its
+    createTopicInSendMessageMethod registers before the message is stored), so a consumer started right
+    after the first send finds the topic."""
+    registrar = broker.registrar
+    return registrar if registrar is not None and registrar.behind else None
+
+
 def queue_for_send(cmd: RemotingCommand, qid: int, tc, conn) -> int | RemotingCommand:
     """Queue *qid* as asked for, a random writable one for -1, or Java's SYSTEM_ERROR for a queue the topic
     does not have (a producer whose route is older than a shrunk topic): its client then tries another queue."""

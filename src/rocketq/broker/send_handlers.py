@@ -37,6 +37,7 @@ from rocketq.broker.send import (
     send_header,
     terminate_properties,
     topic_for_send,
+    unpublished,
 )
 from rocketq.broker.send_plain import send_fields, send_plain
 from rocketq.broker.topic_attributes import NORMAL, message_type_of, type_refusal
@@ -75,6 +76,8 @@ async def send_routed(broker, conn, cmd: RemotingCommand) -> RemotingCommand:
     tc = topic_for_send(broker, cmd)
     if isinstance(tc, RemotingCommand):
         return tc
+    if (registrar := unpublished(broker)) is not None:
+        await registrar.published()
     if tc.attributes:                        # a declared message.type is enforced, as on gRPC
         why = type_refusal(tc.topic_name, tc.attributes, message_type_of(cmd.get_str("properties", "")))
         if why is not None:
@@ -115,6 +118,8 @@ async def send_batch(broker, conn, cmd: RemotingCommand) -> RemotingCommand:
     tc = topic_for_send(broker, cmd)
     if isinstance(tc, RemotingCommand):
         return tc
+    if (registrar := unpublished(broker)) is not None:
+        await registrar.published()
     why = type_refusal(tc.topic_name, tc.attributes, NORMAL) if tc.attributes else None
     if why is not None:                      # a batch holds normal messages (no delay, no transaction)
         return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)

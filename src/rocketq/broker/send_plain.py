@@ -26,7 +26,7 @@ running state is looked at, where the general path looks at the state first; bot
 from __future__ import annotations
 
 from rocketq._native import send_fields
-from rocketq.broker.send import STATUS_CODES, queue_for_send, topic_config_for_send
+from rocketq.broker.send import STATUS_CODES, queue_for_send, topic_config_for_send, unpublished
 from rocketq.broker.topic_attributes import message_type_of, type_refusal
 from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE
@@ -45,6 +45,8 @@ async def send_plain(broker, conn, cmd: RemotingCommand, fields: tuple,
     tc = topic_config_for_send(broker, cmd, topic, default_topic, queue_nums)
     if tc.__class__ is RemotingCommand:
         return tc
+    if (registrar := unpublished(broker)) is not None:
+        await registrar.published()
     if tc.attributes:                        # a declared message.type is enforced, as on gRPC
         why = type_refusal(tc.topic_name, tc.attributes, message_type_of(props))
         if why is not None:
