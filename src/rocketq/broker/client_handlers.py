@@ -13,6 +13,7 @@ import json
 import logging
 
 from rocketq.broker.admin import ok
+from rocketq.broker.send import SEND_WAITS_FOR_ROUTE_S, unpublished
 from rocketq.common import fastjson
 from rocketq.remoting import RemotingCommand, RequestCode, ResponseCode
 
@@ -25,14 +26,19 @@ def handlers(broker) -> dict:
             data = fastjson.loads(cmd.body or b"{}")        # Java clients may write fastjson's bare int keys
         except ValueError as exc:
             return RemotingCommand.create_response(cmd, ResponseCode.SYSTEM_ERROR, f"heartbeat body is not JSON: {exc}")
+        created = False
         for c in data.get("consumerDataSet") or ():
             group = broker.groups.get(str(c.get("groupName")), create=True)
             if group is not None:
-                broker.topics.create_retry_or_dlq(f"%RETRY%{group.group_name}", group.retry_queue_nums)
+                retry = f"%RETRY%{group.group_name}"
+                created |= broker.topics.get(retry) is None
+                broker.topics.create_retry_or_dlq(retry, group.retry_queue_nums)
         conn.context["client"] = (cmd.language, cmd.version)      # the metrics' connection labels
         notify_changed(broker, broker.clients.heartbeat(conn, data))
         if broker.store.filter_bitmaps is not None:                # enableCalcFilterBitMap: SQL92 filters' bits
             broker.store.filter_bitmaps.register_heartbeat(data)
+        if created and (registrar := unpublished(broker)) is not None:
+            await registrar.published(SEND_WAITS_FOR_ROUTE_S)     # as Java: the retry topic's route first
         return ok(cmd, {"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true"})
 
     async def unregister_client(conn, cmd):

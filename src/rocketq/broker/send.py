@@ -110,6 +110,9 @@ def topic_config_for_send(broker, cmd: RemotingCommand, topic: str, default_topi
     return tc
 
 
+SEND_WAITS_FOR_ROUTE_S = 2.0   # under the Java producer's 3 s send timeout: a hung NameServer delays, never fails, a send
+
+
 def unpublished(broker):
     """The NameServer registrar when a topic changed that no finished registration carried, else None: a send
     that created its topic is answered once the NameServers have the route, as RocketMQ's (its

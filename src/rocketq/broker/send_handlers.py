@@ -26,6 +26,7 @@ from functools import partial
 from rocketq._native import BatchFormatError
 from rocketq.broker import reply
 from rocketq.broker.send import (
+    SEND_WAITS_FOR_ROUTE_S,
     STATUS_CODES,
     batch_messages,
     decode_batch,
@@ -77,7 +78,7 @@ async def send_routed(broker, conn, cmd: RemotingCommand) -> RemotingCommand:
     if isinstance(tc, RemotingCommand):
         return tc
     if (registrar := unpublished(broker)) is not None:
-        await registrar.published()
+        await registrar.published(SEND_WAITS_FOR_ROUTE_S)
     if tc.attributes:                        # a declared message.type is enforced, as on gRPC
         why = type_refusal(tc.topic_name, tc.attributes, message_type_of(cmd.get_str("properties", "")))
         if why is not None:
@@ -119,7 +120,7 @@ async def send_batch(broker, conn, cmd: RemotingCommand) -> RemotingCommand:
     if isinstance(tc, RemotingCommand):
         return tc
     if (registrar := unpublished(broker)) is not None:
-        await registrar.published()
+        await registrar.published(SEND_WAITS_FOR_ROUTE_S)
     why = type_refusal(tc.topic_name, tc.attributes, NORMAL) if tc.attributes else None
     if why is not None:                      # a batch holds normal messages (no delay, no transaction)
         return RemotingCommand.create_response(cmd, ResponseCode.MESSAGE_ILLEGAL, why)

@@ -26,7 +26,8 @@ running state is looked at, where the general path looks at the state first; bot
 from __future__ import annotations
 
 from rocketq._native import send_fields
-from rocketq.broker.send import STATUS_CODES, queue_for_send, topic_config_for_send, unpublished
+from rocketq.broker.send import (SEND_WAITS_FOR_ROUTE_S, STATUS_CODES, queue_for_send, topic_config_for_send,
+                                 unpublished)
 from rocketq.broker.topic_attributes import message_type_of, type_refusal
 from rocketq.common.msgid import HostAddress
 from rocketq.common.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE
@@ -46,7 +47,7 @@ async def send_plain(broker, conn, cmd: RemotingCommand, fields: tuple,
     if tc.__class__ is RemotingCommand:
         return tc
     if (registrar := unpublished(broker)) is not None:
-        await registrar.published()
+        await registrar.published(SEND_WAITS_FOR_ROUTE_S)
     if tc.attributes:                        # a declared message.type is enforced, as on gRPC
         why = type_refusal(tc.topic_name, tc.attributes, message_type_of(props))
         if why is not None:
