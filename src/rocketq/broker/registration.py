@@ -13,6 +13,9 @@ route (QUERY_ASSIGNMENT balances a group over every broker of the topic); :meth:
 gives the whole route (the gRPC endpoint lists every group's queues from it).  Entries given to
 :meth:`~NameServerRegistrar.advertise` (the gRPC endpoint's address) are PUT_KV_CONFIG to every NameServer
 after each registration, so a NameServer that restarted learns them again within a period.
+:meth:`~NameServerRegistrar.published` waits for the registration that carries the latest topic change: a
+send or heartbeat that created a topic and the admin's topic create and delete are answered after it, as
+RocketMQ registers before answering them.
 """
 
 from __future__ import annotations

@@ -114,10 +114,11 @@ SEND_WAITS_FOR_ROUTE_S = 2.0   # under the Java producer's 3 s send timeout: a h
 
 
 def unpublished(broker):
-    """The NameServer registrar when a topic changed that no finished registration carried, else None: a send
-    that created its topic is answered once the NameServers have the route, as RocketMQ's (its
-    createTopicInSendMessageMethod registers before the message is stored), so a consumer started right
-    after the first send finds the topic."""
+    """The NameServer registrar while a topic change is not registered yet, else None.  A send waits for
+    it before it is answered, as RocketMQ's does after its createTopicInSendMessageMethod created the
+    topic, so a consumer started right after the first send finds the route.  Any send in that window
+    waits (a few milliseconds with a NameServer that answers): then an answered send means every topic
+    created before it is at the NameServers."""
     registrar = broker.registrar
     return registrar if registrar is not None and registrar.behind else None
 
