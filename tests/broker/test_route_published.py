@@ -3,7 +3,7 @@ createTopicInSendMessageMethod registers before it answers), so a consumer start
 first send finds the route instead of waiting for the next 30 s route poll; a new group's first heartbeat
 waits the same way for its retry topic.
 
-A real NameServer behind a relay (tests/relay.py) that holds every request after the broker's start-up
+A real NameServer behind a relay (tests/holdproxy.py) that holds every request after the broker's start-up
 registration until the test releases it: the registration a new topic kicks off is held, and the
 send that created the topic must still be waiting for it."""
 
@@ -14,30 +14,13 @@ import contextlib
 import json
 
 from broker_helpers import send_v2, store_config
-from relay import FrameRelay
+from holdproxy import HoldingProxy
 
 from rocketq.broker.broker import Broker, BrokerSettings
 from rocketq.namesrv import NameServer
 from rocketq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
 HOST = "127.0.0.1"
-
-
-class HeldAfterFirst(FrameRelay):
-    """Forwards the first request frame, holds the later ones until :meth:`release`."""
-
-    def __init__(self, target: str):
-        super().__init__(target, name="held-after-first relay")
-        self.held = 0
-        self._released = asyncio.Event()
-
-    def release(self) -> None:
-        self._loop.call_soon_threadsafe(self._released.set)
-
-    async def before_request(self) -> None:
-        if self.forwarded >= 1 and not self._released.is_set():
-            self.held += 1
-            await self._released.wait()
 
 
 async def until(predicate, timeout_s: float = 10.0) -> None:
@@ -52,7 +35,7 @@ async def answered_after_its_route(tmp_path, request, topic: str):
     broker's start-up registration; the answer must wait for the registration that carries *topic*.
     Yields the broker and its client for more requests."""
     ns = await NameServer(HOST, 0, kv_path=tmp_path / "kv.json").start()
-    relay = HeldAfterFirst(f"{HOST}:{ns.port}").start()
+    relay = HoldingProxy(f"{HOST}:{ns.port}").start()
     broker = await Broker(BrokerSettings(port=0, namesrv_addr=relay.addr), store_config(tmp_path / "store")).start()
     client = RemotingClient(HOST, broker.server.port)
     try:

@@ -4,7 +4,7 @@ ReplicasManager changes to slave on a newer epoch) - it is not fenced and does n
 
 The window is made certain, not hoped for: the restarted broker reaches the controller through a relay
 that passes its start-up query and holds everything it sends after it until the successor is confirmed
-(tests/controller/holdproxy.py).  The master is killed while idle with every broker at the same log end,
+(tests/holdproxy.py).  The master is killed while idle with every broker at the same log end,
 so its log has nothing a successor lacks.  Real processes on loopback: one etcd member, one controller, a
 NameServer and three brokers (SYNC_MASTER)."""
 

@@ -1,7 +1,8 @@
 """A TCP relay in front of a remoting server that lets the first request frame through and holds every
 later one (on any connection) until :meth:`HoldingProxy.release`; answers flow freely.  The controller
 tests put it between a broker and the controller to hold the broker's heartbeats after its start-up
-query - the moment a controller may elect a successor - for as long as the test needs.
+query - the moment a controller may elect a successor - for as long as the test needs; the broker's
+tests between a broker and its NameServer, to hold the registrations after its start-up one.
 
 It is a :class:`relay.FrameRelay` (tests/relay.py): its own event loop in a thread."""
 
