@@ -99,3 +99,24 @@ def test_the_requests_own_subscription_wins_with_the_flag(tmp_path):
         r = await client.invoke(cmd)
         assert [m.body for m in split_records(r.body)] == [b"m3"]
     asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_of_a_groups_heartbeats_the_newest_subscription_counts_not_the_last_to_arrive(tmp_path):
+    """Two broadcasting consumers of one group rebalance at once and heartbeat their new subVersions;
+    the older heartbeat arriving last must not make the newer member's pulls SUBSCRIPTION_NOT_LATEST
+    (RocketMQ ``ConsumerGroupInfo.updateSubscription``: only a higher subVersion replaces)."""
+    async def scenario(broker, client):
+        await _send_tagged(client, "HbTwo")
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        newer, older = SUB_VERSION + 2, SUB_VERSION + 1
+        assert (await client.invoke(heartbeat("GID_HB_TWO", "HbTwo", "TagA", sub_version=newer))).code == 0
+        assert (await client.invoke(heartbeat("GID_HB_TWO", "HbTwo", "TagB", sub_version=older))).code == 0
+        for version in (older, newer):
+            r = await client.invoke(java_pull("GID_HB_TWO", "HbTwo", sub_version=version))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert [m.body for m in split_records(r.body)] == [b"m0", b"m2"]      # the newer one's TagA
+        # a heartbeat that no longer names the topic drops its subscription, as RocketMQ
+        assert (await client.invoke(heartbeat("GID_HB_TWO", "Elsewhere", "*", sub_version=newer + 1))).code == 0
+        r = await client.invoke(java_pull("GID_HB_TWO", "HbTwo", sub_version=newer))
+        assert r.code == ResponseCode.SUBSCRIPTION_NOT_EXIST, r.remark
+    asyncio.run(with_broker(tmp_path, scenario))

@@ -29,6 +29,31 @@ class ConsumerGroupInfo:
     clients: dict[str, tuple[object, float]] = field(default_factory=dict)   # client id -> (conn, last seen)
 
 
+def _sub_version(sub: dict) -> int:
+    try:
+        return int(sub.get("subVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _update_subscriptions(table: dict[str, dict], subs) -> None:
+    """RocketMQ's ``ConsumerGroupInfo.updateSubscription``: a topic's subscription is replaced only by a
+    newer one (a higher ``subVersion``), so of a group's members the one that re-subscribed last
+    counts, whichever heartbeat arrives last - a member's pull names its ``subVersion``, and one
+    older than the pull's is SUBSCRIPTION_NOT_LATEST (two broadcasting consumers of a group
+    rebalancing at once had their pulls refused until the next heartbeat, 30 s later).  A topic the
+    heartbeat no longer names is dropped."""
+    named = set()
+    for sub in subs:
+        topic = str(sub.get("topic"))
+        named.add(topic)
+        old = table.get(topic)
+        if old is None or _sub_version(sub) > _sub_version(old):
+            table[topic] = sub
+    for topic in [t for t in table if t not in named]:
+        del table[topic]
+
+
 class ClientManager:
     def __init__(self, clock=time.monotonic):
         self._clock = clock
@@ -51,8 +76,7 @@ class ClientManager:
             info.consume_type = c.get("consumeType", info.consume_type)
             info.message_model = c.get("messageModel", info.message_model)
             info.consume_from_where = c.get("consumeFromWhere", info.consume_from_where)
-            for sub in c.get("subscriptionDataSet") or ():
-                info.subscriptions[str(sub.get("topic"))] = sub
+            _update_subscriptions(info.subscriptions, c.get("subscriptionDataSet") or ())
             if client_id not in info.clients:
                 changed.append(name)
             info.clients[client_id] = (conn, now)

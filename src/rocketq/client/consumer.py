@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from rocketq.client.instance import ClientInstance
 from rocketq.client.model import (
@@ -95,6 +96,7 @@ class ConsumerBase:
         self.instance.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._on_ids_changed
         self.instance.handlers[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._on_reset_offset
         self.subscriptions: dict[str, str] = {}
+        self._sub_versions: dict[str, int] = {}      # topic -> ms of its subscribe (Java's subVersion)
         self.expression_types: dict[str, str] = {}           # topic -> SQL92 for a selector (else a tag expression)
         if offset_store is not None:              # e.g. MemoryOffsetStore: a reader that commits nothing
             self.offsets = offset_store
@@ -124,6 +126,8 @@ class ConsumerBase:
         subscription(expression or "*", expression_type)          # raises FilterError for a bad one
         self.subscriptions[topic] = expression or "*"
         self.expression_types[topic] = expression_type
+        # newer than what this group's heartbeats registered before: a broker keeps the highest
+        self._sub_versions[topic] = max(int(time.time() * 1000), self._sub_versions.get(topic, 0) + 1)
 
     def tags_of(self, topic: str, expression: str) -> set[str] | None:
         """The tags a pull of *topic* keeps (None: all, or a selector the broker applied)."""
@@ -191,7 +195,8 @@ class ConsumerBase:
 
     def _heartbeat_data(self) -> dict:
         subs = [{"topic": t, "subString": e, "tagsSet": sorted(self.tags_of(t, e) or []),
-                 "codeSet": sorted(tag_hash(x) for x in self.tags_of(t, e) or []), "subVersion": 0,
+                 "codeSet": sorted(tag_hash(x) for x in self.tags_of(t, e) or []),
+                 "subVersion": self._sub_versions.get(t, 0),
                  "classFilterMode": False, "expressionType": self.expression_types.get(t, TAG)}
                 for t, e in self.subscriptions.items()]
         return {"producerDataSet": [], "consumerDataSet": [{
