@@ -61,6 +61,12 @@ final class Clients {
         c.setInstanceName(instance("c"));
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.setPullTimeDelayMillsWhenException(200);
+        // A rebalance gives the subscription a new subVersion and sends it in a heartbeat, but only if the
+        // client's heartbeat lock is free (tryLock): when the periodic heartbeat holds it - its first run is
+        // 1 s after start, like the first rebalance here - the broker keeps the old version and answers the
+        // consumer's pulls SUBSCRIPTION_NOT_LATEST until the next periodic heartbeat, 30 s by default (any
+        // broker, RocketMQ's too: it is the client's race). Every 2 s keeps that within the tests' waits.
+        c.setHeartbeatBrokerInterval(2000);
         return c;
     }
 
