@@ -104,14 +104,19 @@ def test_orderly_consumer_with_an_instance_joining_and_leaving(remoting, compat_
     sent, got = data["sent"], data["received"]
     stored = reader.read_topic(ns, topic)
     assert_stored_as_sent(sent, stored, topic=topic)
-    # At least once: when a queue changes hands the client unlocks it (synchronously) before it persists its
-    # offsets, so the next holder may start a little behind, against Apache RocketMQ too. A redelivery is
-    # allowed only there: by another instance than the first delivery, after it.
+    # At least once. A client gives a queue up persisting its offset before the message in hand is consumed
+    # (4.9.8's and 5.3.3's removeUnnecessaryMessageQueue: persist, then wait for the consume lock), against
+    # Apache RocketMQ too. So the next holder may start one message behind, and when B leaves without having
+    # consumed that queue A gets it back behind its own last delivery. Redelivery is allowed only so: by B
+    # after A, or by A again of a message it consumed after B joined, once B has left.
+    join_ns, leave_ns = data["joinNs"], data["leaveNs"]
     first_seen, redelivered = {}, []
     for r in sorted(got, key=lambda r: r["startNs"]):
         if r["msgId"] in first_seen:
             prev = first_seen[r["msgId"]]
-            assert r["instance"] != prev["instance"], f"{r['keys']} delivered twice to {r['instance']}"
+            assert r["instance"] != prev["instance"] or (
+                r["instance"] == "A" and prev["startNs"] >= join_ns and r["startNs"] >= leave_ns), \
+                f"{r['keys']} delivered twice to {r['instance']}"
             redelivered.append(r)
         else:
             first_seen[r["msgId"]] = r
@@ -127,7 +132,7 @@ def test_orderly_consumer_with_an_instance_joining_and_leaving(remoting, compat_
         for prev, nxt in zip(rs, rs[1:]):
             if prev["instance"] != nxt["instance"]:
                 assert prev["endNs"] <= nxt["startNs"], f"queue {qid} consumed by A and B at once"
-            else:
+            elif not prev["startNs"] < leave_ns <= nxt["startNs"]:     # A taking a queue back may go back
                 assert nxt["queueOffset"] > prev["queueOffset"], f"queue {qid} consumed out of order by " \
                                                                  f"{nxt['instance']}"
     # every message of one order id in send order

@@ -130,7 +130,8 @@ final class ConsumerScenarios {
     }
 
     /** Orderly consumption while a second instance joins and leaves: A alone reads phase 1; B starts and
-     *  messages keep coming until B has consumed some; B shuts down and A reads phase 3. */
+     *  messages keep coming until B has consumed some; B shuts down and A reads phase 3. joinNs and leaveNs
+     *  (System.nanoTime, the clock of startNs) are when B was started and shut down. */
     static Object pushOrderly(Args a) throws Exception {
         String topic = a.get("topic");
         int phase = a.getInt("phase", 16);
@@ -138,6 +139,7 @@ final class ConsumerScenarios {
         long timeout = a.getLong("timeoutMs", DEFAULT_TIMEOUT_MS);
         ConcurrentLinkedQueue<Map<String, Object>> seen = new ConcurrentLinkedQueue<>();
         List<Map<String, Object>> sent = new ArrayList<>();
+        long joinNs = Long.MAX_VALUE, leaveNs = Long.MAX_VALUE;
         DefaultMQProducer p = Clients.producer(a, a.get("group") + "-producer");
         p.start();
         DefaultMQPushConsumer first = orderly(a, "A", seen);
@@ -146,6 +148,7 @@ final class ConsumerScenarios {
         try {
             sent.addAll(ProducerScenarios.sendOrderly(p, topic, "o", 0, phase, orders));
             Msgs.await(() -> distinct(seen) >= sent.size(), timeout, "instance A to read phase 1");
+            joinNs = System.nanoTime();
             second.start();
             // B may wait for a lock to lapse: A's periodic lock renewal (lockAll, from a snapshot of its
             // queues) can reach the broker after the unlock A's rebalance sent, so a queue A gave up stays
@@ -159,6 +162,7 @@ final class ConsumerScenarios {
                 Thread.sleep(200);
             }
             Msgs.await(() -> distinct(seen) >= sent.size(), timeout, "A and B to read phase 2");
+            leaveNs = System.nanoTime();
             second.shutdown();
             sent.addAll(ProducerScenarios.sendOrderly(p, topic, "o", sent.size(), phase, orders));
             Msgs.await(() -> distinct(seen) >= sent.size(), timeout,
@@ -172,6 +176,8 @@ final class ConsumerScenarios {
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("sent", sent);
         out.put("received", new ArrayList<>(seen));
+        out.put("joinNs", joinNs);
+        out.put("leaveNs", leaveNs);
         return out;
     }
 
