@@ -67,6 +67,8 @@ def parse_addr(addr: str) -> tuple[str, int]:
 
 
 class MQClientAPI:
+    remoting_client = RemotingClient      # the class of its connections' clients (one per address)
+
     def __init__(self, *, credentials: Credentials | None = None, ssl_context=None,
                  handler: Handler | None = None, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.credentials = credentials
@@ -81,7 +83,7 @@ class MQClientAPI:
         c = self._clients.get(addr)
         if c is None:
             host, port = parse_addr(addr)
-            c = self._clients[addr] = RemotingClient(host, port, handler=self._handler, ssl_context=self._ssl)
+            c = self._clients[addr] = self.remoting_client(host, port, handler=self._handler, ssl_context=self._ssl)
         return c
 
     async def invoke(self, addr: str, code: int, header: dict | None = None, body: bytes = b"", *,

@@ -3,8 +3,11 @@
 Everything runs on rocketq's client loop thread (:func:`rocketq.client.sync.run`) with one
 :class:`~rocketq.client.api.MQClientAPI` per process and access settings (Spark reuses its Python
 workers, so connections outlive a task; at most ``MAX_APIS`` settings are kept, the oldest closed).
-Nothing here is pickled: sources keep only options and plain data (:class:`AccessSpec` included,
-resolved into credentials and an SSL context in the process that connects).
+Its connections read large answers straight into their own buffers
+(:class:`~rocketq.remoting.receive.BufferedRemotingClient`): a pulled body reaches the decoder as
+the ``bytearray`` the socket filled, not copied twice after it.  Nothing here is pickled: sources
+keep only options and plain data (:class:`AccessSpec` included, resolved into credentials and an
+SSL context in the process that connects).
 
 A refusal by a secured server becomes a :class:`PermissionError` whose one line says what to set
 (:func:`rocketq.client.access.explain`, with the connector's option names).
@@ -27,6 +30,7 @@ from rocketq.client.api import MQClientAPI
 from rocketq.client.model import MessageQueue, MQClientError
 from rocketq.client.sync import run, submit
 from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.receive import BufferedRemotingClient
 from rocketq.spark.options import AccessSpec, OptionError
 
 Offsets = dict                     # {topic: {broker: {"qid": offset}}}
@@ -42,13 +46,17 @@ _APIS: dict[object, MQClientAPI] = {}                       # ClientAccess -> it
 _API_LOCK = threading.Lock()
 
 
+class _API(MQClientAPI):
+    remoting_client = BufferedRemotingClient
+
+
 def api(spec: AccessSpec = NO_ACCESS) -> MQClientAPI:
     """This process's client for *spec* (resolved here: this process's environment and profile file)."""
     access = access_of(spec)
     with _API_LOCK:
         client = _APIS.get(access)
         if client is None:
-            client = _APIS[access] = MQClientAPI(timeout_s=CALL_TIMEOUT_S, **client_kwargs(access))
+            client = _APIS[access] = _API(timeout_s=CALL_TIMEOUT_S, **client_kwargs(access))
             while len(_APIS) > MAX_APIS:
                 submit(_APIS.pop(next(iter(_APIS))).close())
         return client
