@@ -14,6 +14,7 @@ from rocketq.remoting import FrameDecoder, RemoteProtocolError, RemotingCommand,
 from rocketq.remoting.receive import (
     BIG_BODY_BYTES,
     STAGE_BYTES,
+    BodyPool,
     BufferedRemotingClient,
     BufferedRemotingConnection,
     FrameReceiver,
@@ -137,3 +138,34 @@ def test_buffered_client_reads_large_answers_into_their_own_buffers():
 def test_receive_data_with_bytes_is_a_usage_error():
     with pytest.raises(RuntimeError):
         FrameReceiver().receive_data(b"x")
+
+
+def test_bodies_given_back_are_reused_resized_and_bounded():
+    pool = BodyPool(max_bytes=250)
+    first, second = pool.take(100), pool.take(100)
+    pool.give([first, b"bytes are not kept", second, bytearray(100)])   # the third is past the bound
+    again = pool.take(60)
+    assert again is second and len(again) == 60
+    bigger = pool.take(130)
+    assert bigger is first and len(bigger) == 130
+    assert pool.take(10) is not first and len(pool.take(10)) == 10
+
+
+def test_a_receiver_reads_the_next_large_body_into_one_given_back():
+    pool = BodyPool()
+    receiver = FrameReceiver(bodies=pool)
+    data = encode(command(1, b"a" * BIG_BODY_BYTES)) + encode(command(2, b"b" * (BIG_BODY_BYTES + 5)))
+    bodies, at = [], 0
+    while at < len(data):
+        buf = receiver.get_buffer()
+        n = min(len(buf), 1000, len(data) - at)
+        buf[:n] = data[at:at + n]
+        del buf
+        receiver.buffer_updated(n)
+        at += n
+        if (cmd := receiver.next_command()) is not None:
+            bodies.append(cmd.body)
+            if len(bodies) == 1:
+                assert cmd.body == b"a" * BIG_BODY_BYTES
+                pool.give([cmd.body])
+    assert len(bodies) == 2 and bodies[1] is bodies[0] and bodies[1] == b"b" * (BIG_BODY_BYTES + 5)

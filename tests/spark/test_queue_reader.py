@@ -100,3 +100,27 @@ def test_data_loss_found_by_the_pulling_coroutine_is_raised_in_the_task_thread(s
     rows = _rows(qr.read_queue(_task(ref, 0, end + 50, fail_on_data_loss=False)))
     assert [r["queue_offset"] for r in rows] == list(range(end))
     assert "skipping to what is there" in caplog.text
+
+
+def test_pulled_bodies_are_given_back_and_the_next_pulls_read_into_them(server, small_limits, monkeypatch):
+    from rocketq.remoting import receive
+    from rocketq.spark import broker_io
+    monkeypatch.setattr(receive, "BIG_BODY_BYTES", 256)          # every pulled body gets its own buffer ...
+    monkeypatch.setattr(receive, "STAGE_BYTES", 512)             # ... as it does not fit the staging buffer
+    monkeypatch.setattr(receive, "MIN_READ_BYTES", 64)
+    monkeypatch.setattr(broker_io, "_APIS", {})                  # new connections, with those sizes
+    given = []
+
+    def give(bodies, give=receive.BODIES.give):
+        given.extend(id(b) for b in bodies if type(b) is bytearray)
+        give(bodies)
+
+    monkeypatch.setattr(receive.BODIES, "give", give)
+    sent = produce(server.namesrv, "SparkQueueBodies", 600, batch=100)
+    ref, end = _fullest_queue(server.namesrv, "SparkQueueBodies")
+    for _ in range(2):                                           # the second read reuses the first's buffers
+        rows = _rows(qr.read_queue(_task(ref, 0, end)))
+        assert [r["queue_offset"] for r in rows] == list(range(end))
+        assert all(sent[r["msg_id"]] == r["body"] for r in rows)
+    broker_io.call(broker_io.api().close())
+    assert len(given) >= 2 * end // PULL and len(set(given)) < len(given)

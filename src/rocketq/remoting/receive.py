@@ -20,6 +20,7 @@ bytes-like body (:class:`BufferedRemotingClient`).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 
 from rocketq import _native
@@ -31,8 +32,50 @@ from rocketq.remoting.errors import RemoteProtocolError
 from rocketq.remoting.transport import RemotingClient
 
 BIG_BODY_BYTES = 32 * 1024          # bodies this large are read into their own buffer
+SPARE_BODY_BYTES = 64 << 20         # bodies given back (BodyPool.give) kept for reuse, at most
 STAGE_BYTES = 64 * 1024             # the staging buffer's size (it grows for a larger small frame)
 MIN_READ_BYTES = 4096               # room offered to a read at least: below it, the stage is compacted first
+
+
+class BodyPool:
+    """Body buffers a consumer is done with, reused for the next large bodies (any thread).
+
+    A body a consumer drops is freed, and the allocator hands the freed heap back to the system
+    when a chunk of them goes at once; the next bodies then fault in fresh pages (~13 faults a
+    1,024-message pull, more kernel time than the copies this module saves).  A consumer that
+    decodes bodies and keeps nothing of them gives them back instead (:meth:`give`)."""
+
+    def __init__(self, max_bytes: int = SPARE_BODY_BYTES) -> None:
+        self._spare: deque[bytearray] = deque()
+        self._bytes = 0
+        self._max_bytes = max_bytes
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bytearray:
+        """A buffer of *size* bytes (its content undefined)."""
+        with self._lock:
+            body = self._spare.pop() if self._spare else None
+            if body is not None:
+                self._bytes -= len(body)
+        if body is None:
+            return bytearray(size)
+        if len(body) > size:
+            del body[size:]                # within its allocation: no copy
+        elif len(body) < size:
+            body.extend(bytes(size - len(body)))
+        return body
+
+    def give(self, bodies) -> None:
+        """Bodies nothing refers to any more (the caller's own references dropped after this);
+        only ``bytearray`` ones are kept."""
+        with self._lock:
+            for body in bodies:
+                if type(body) is bytearray and self._bytes + len(body) <= self._max_bytes:
+                    self._spare.append(body)
+                    self._bytes += len(body)
+
+
+BODIES = BodyPool()
 
 
 class FrameReceiver:
@@ -40,10 +83,11 @@ class FrameReceiver:
     ``buffered_bytes``) fed through a buffer: :meth:`get_buffer` is where the next bytes go,
     :meth:`buffer_updated` says how many came."""
 
-    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, bodies: BodyPool = BODIES) -> None:
         if max_frame_bytes < 4 + MIN_FRAME_LENGTH:
             raise ValueError(f"max_frame_bytes {max_frame_bytes} cannot hold the smallest frame")
         self.max_frame_bytes = max_frame_bytes
+        self._bodies = bodies
         self._stage = bytearray(STAGE_BYTES)
         self._start = self._end = 0       # undecoded bytes are _stage[_start:_end]
         self._base = 0                    # stream offset of _stage[0]
@@ -128,7 +172,7 @@ class FrameReceiver:
         except RemoteProtocolError as exc:
             self._error = exc
             return
-        self._head, self._body = head, bytearray(body_len)
+        self._head, self._body = head, self._bodies.take(body_len)
         self._head_at, self._head_bytes = self._base + start, 8 + header_len
         self._got = self._end - body_at
         self._body[:self._got] = memoryview(stage)[body_at:self._end]

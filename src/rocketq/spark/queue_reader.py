@@ -8,7 +8,9 @@ broker (it filters by tag hash) and re-checked exactly here.
 
 Two threads of the Python worker share the work (:class:`_Pulls`): a coroutine on the client loop
 thread walks the offsets, keeping ``PULL_WINDOW`` pulls in flight and queueing the answers in
-order; Spark's task thread takes them, decodes and hands the batches to Spark.  So the next batch
+order; Spark's task thread takes them, decodes and hands the batches to Spark, and gives the
+bodies back to the connection's pool (:class:`rocketq.remoting.receive.BodyPool`) for the next
+answers.  So the next batch
 is pulled while the current one is decoded and taken by the JVM (before, pulls were only issued
 when the task thread asked for an answer, and the connection sat idle during each hand-off).  The
 coroutine runs at most ``AHEAD_ROWS`` messages ahead of what the task thread has decoded: a slow
@@ -33,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketq.client.model import MQClientError, PullStatus
+from rocketq.remoting.receive import BODIES
 from rocketq.spark import broker_io
 from rocketq.spark.decode import decode_bodies
 
@@ -209,9 +212,12 @@ class _Pulls:
 
 
 def _decoded(bodies: list[bytes], task: QueueTask, tag_set) -> list[pa.RecordBatch]:
+    """The bodies' rows (copied into the batches' own buffers: the bodies go back to the pool)."""
     out = []
     # the gathered pulls hold fewer than DECODE_ROWS + one pull of messages: one batch
-    for batch in decode_bodies(bodies, broker=task.ref.broker, max_rows=DECODE_ROWS + MAX_PULL_MESSAGES):
+    decoded = decode_bodies(bodies, broker=task.ref.broker, max_rows=DECODE_ROWS + MAX_PULL_MESSAGES)
+    BODIES.give(bodies)
+    for batch in decoded:
         batch = _keep(batch, task.start, task.end, tag_set)
         if batch.num_rows:
             out.append(batch)
