@@ -5,7 +5,8 @@
 //! a blank unit (size 0x7FFFFFFF) is skipped; a unit pointing below the log's first offset is
 //! skipped and reported (its record expired); a unit whose tags code is not wanted is skipped; a
 //! record outside the given segment ends the call (the caller continues in the right segment); a
-//! record that would take the answer past the byte budget ends it too, unless nothing was taken yet.
+//! record that would take the answer past the byte budget ends it too, unless the answer is still
+//! empty (`answered`: the bytes earlier calls for the same answer took, in other segments).
 //! The records taken are copied once, back to back, into the answer.
 
 use pyo3::ffi;
@@ -29,9 +30,10 @@ enum Stop {
 /// Reads the records of `units` from `segment` (commitlog offsets `[seg_base, seg_base + readable)`
 /// are there).  Returns `(records, count, units consumed, offset of the last record taken or -1,
 /// expired records seen, stop)` where stop is "end", "budget" or "segment" (the next unit's record is
-/// in another segment: call again there with the rest of the units).
+/// in another segment: call again there with the rest of the units, the records taken so far as
+/// `answered`; `max_bytes` is the whole answer's budget).
 #[pyfunction]
-#[pyo3(signature = (units, segment, seg_base, readable, *, log_min, max_bytes, tag_codes=None))]
+#[pyo3(signature = (units, segment, seg_base, readable, *, log_min, max_bytes, tag_codes=None, answered=0))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn read_units<'py>(
     py: Python<'py>,
@@ -42,6 +44,7 @@ pub fn read_units<'py>(
     log_min: i64,
     max_bytes: usize,
     tag_codes: Option<Vec<i64>>,
+    answered: usize,
 ) -> PyResult<(Bound<'py, PyBytes>, usize, usize, i64, bool, &'static str)> {
     let buf = Bytes::readable(segment)?;
     let seg = buf.range(0, readable, "read_units")?;
@@ -72,7 +75,8 @@ pub fn read_units<'py>(
             stop = Stop::OtherSegment;
             break;
         }
-        if total > 0 && total + size > max_bytes {
+        let held = answered.saturating_add(total);
+        if held > 0 && held.saturating_add(size) > max_bytes {
             stop = Stop::Budget;
             break;
         }

@@ -218,9 +218,10 @@ UNIT = struct.Struct(">qiq")
 
 
 def read_units(units: bytes, segment: bytes, seg_base: int, readable: int, *, log_min: int, max_bytes: int,
-               tag_codes=None):
+               tag_codes=None, answered: int = 0):
     """``(records, count, units consumed, last offset or -1, expired seen, stop)`` of a pull's walk over
-    consume-queue units (RocketMQ ``DefaultMessageStore.getMessage``)."""
+    consume-queue units (RocketMQ ``DefaultMessageStore.getMessage``); *answered* bytes are in the
+    answer already (earlier segments), so only an empty answer takes a record past *max_bytes*."""
     data = segment[:readable]
     taken, consumed, last, expired = [], 0, -1, False
     for phys, size, code in UNIT.iter_unpack(units[:len(units) // 20 * 20]):
@@ -232,7 +233,7 @@ def read_units(units: bytes, segment: bytes, seg_base: int, readable: int, *, lo
             consumed += 1
         elif not 0 <= phys - seg_base <= len(data) - size:
             return _read(taken, consumed, last, expired, "segment")
-        elif taken and sum(map(len, taken)) + size > max_bytes:
+        elif (held := answered + sum(map(len, taken))) and held + size > max_bytes:
             return _read(taken, consumed, last, expired, "budget")
         else:
             taken.append(data[phys - seg_base:phys - seg_base + size])

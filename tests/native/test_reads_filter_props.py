@@ -68,15 +68,16 @@ def units_for(draw, seg):
 
 @SETTINGS
 @given(data=st.data(), seg=segments(), max_bytes=st.integers(0, 2000),
-       tag_codes=st.one_of(st.none(), st.lists(st.sampled_from([0, 7, -3]), max_size=2)))
-def test_read_units_equals_the_reference(data, seg, max_bytes, tag_codes):
+       tag_codes=st.one_of(st.none(), st.lists(st.sampled_from([0, 7, -3]), max_size=2)),
+       answered=st.sampled_from([0, 1, 500, 2000]))
+def test_read_units_equals_the_reference(data, seg, max_bytes, tag_codes, answered):
     segment, base, readable, _ = seg
     units = data.draw(units_for(seg))
     log_min = data.draw(st.sampled_from([0, base, base + 1]))
     got = _native.read_units(units, segment, base, readable, log_min=log_min, max_bytes=max_bytes,
-                             tag_codes=tag_codes)
+                             tag_codes=tag_codes, answered=answered)
     assert got == read_units(units, segment, base, readable, log_min=log_min, max_bytes=max_bytes,
-                             tag_codes=tag_codes)
+                             tag_codes=tag_codes, answered=answered)
 
 
 @SETTINGS

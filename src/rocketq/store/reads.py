@@ -56,18 +56,19 @@ class QueueReader:
             units, kept = filter_bitmap.window(cq, units, tag_codes=tag_codes, prefilter=prefilter)
         codes = list(tag_codes) if tag_codes is not None else None
         log_min = self._log.min_offset()
-        blobs, count, consumed, last, removed, budget = [], 0, 0, -1, False, max_bytes
+        blobs, count, consumed, last, removed, answered = [], 0, 0, -1, False, 0
         while consumed * CQ_UNIT_SIZE < len(units):     # one native read per segment the records are in
             rest = units[consumed * CQ_UNIT_SIZE:] if consumed else units
             mf = self._log.files.find(int.from_bytes(rest[:8], "big", signed=True)) or self._log.files.last
             if mf is None:
                 break
             blob, n, used, at, gone, stop = _native.read_units(rest, mf.buffer(), mf.file_from_offset, mf.committed,
-                                                               log_min=log_min, max_bytes=budget, tag_codes=codes)
+                                                               log_min=log_min, max_bytes=max_bytes, tag_codes=codes,
+                                                               answered=answered)
             blobs.append(blob)
-            count, consumed, removed, budget = count + n, consumed + used, removed or gone, budget - len(blob)
+            count, consumed, removed, answered = count + n, consumed + used, removed or gone, answered + len(blob)
             last = at if at >= 0 else last
-            if stop != "segment" or (used == 0 and n == 0) or budget <= 0:
+            if stop != "segment" or (used == 0 and n == 0) or answered >= max_bytes:
                 break
         if kept is not None:       # the bit maps dropped units: back to window positions (all of it when done)
             consumed = int(kept[consumed]) if consumed < len(kept) else window_units
