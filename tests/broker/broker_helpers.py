@@ -8,8 +8,8 @@ from rocketq.store.record import StoredMessage
 
 
 def store_config(path, **kw):
-    return StoreConfig(store_path=path, commitlog_file_size=1 << 20, consume_queue_entries=1000,
-                       index_slots=1009, index_max_entries=4000, **kw)
+    return StoreConfig(**{"store_path": path, "commitlog_file_size": 1 << 20, "consume_queue_entries": 1000,
+                          "index_slots": 1009, "index_max_entries": 4000, **kw})
 
 
 def split_records(body: bytes) -> list[StoredMessage]:
@@ -21,8 +21,8 @@ def split_records(body: bytes) -> list[StoredMessage]:
     return out
 
 
-async def with_broker(tmp_path, scenario, **settings):
-    broker = await Broker(BrokerSettings(port=0, **settings), store_config(tmp_path)).start()
+async def with_broker(tmp_path, scenario, *, store: dict | None = None, **settings):
+    broker = await Broker(BrokerSettings(port=0, **settings), store_config(tmp_path, **(store or {}))).start()
     client = RemotingClient("127.0.0.1", broker.server.port)
     try:
         await scenario(broker, client)

@@ -385,3 +385,44 @@ def test_responses_carry_the_server_version(tmp_path):
             assert r.code == ResponseCode.SUCCESS, r.remark
             assert r.version == 479, f"response version {r.version}"
     asyncio.run(with_broker(tmp_path, scenario))
+
+
+def test_a_pull_is_answered_with_at_most_the_message_and_byte_caps(tmp_path):
+    """maxMsgNums above the broker's cap gets MAX_PULL_MESSAGES messages, and large messages stop an
+    answer before MAX_PULL_BYTES (as RocketMQ's maxTransferBytesOnMessageInMemory does)."""
+    from rocketq.broker.pull import MAX_PULL_MESSAGES
+    from rocketq.store.reads import MAX_PULL_BYTES
+
+    def batch(topic, bodies):
+        req = send_v2(topic, encode_batch([(0, b, "") for b in bodies]), queue_id=0)
+        req.code = RequestCode.SEND_BATCH_MESSAGE
+        return req
+
+    def many(topic, offset):
+        req = pull(topic, 0, offset)
+        req.ext_fields["maxMsgNums"] = str(MAX_PULL_MESSAGES * 2)
+        return req
+
+    async def scenario(broker, client):
+        total = MAX_PULL_MESSAGES + 100
+        for start in range(0, total, 500):
+            r = await client.invoke(batch("Caps", [b"%d" % i for i in range(start, min(total, start + 500))]),
+                                    timeout_s=10)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        big = 600 << 10                                       # 1 MiB segments here: one a segment
+        for i in range(10):
+            r = await client.invoke(send_v2("CapsBytes", bytes([i]) * big, queue_id=0), timeout_s=10)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        first = await client.invoke(many("Caps", 0), timeout_s=10)
+        assert [m.body for m in split_records(first.body)] == [b"%d" % i for i in range(MAX_PULL_MESSAGES)]
+        assert first.ext_fields["nextBeginOffset"] == str(MAX_PULL_MESSAGES)
+        rest = await client.invoke(many("Caps", MAX_PULL_MESSAGES), timeout_s=10)
+        assert len(split_records(rest.body)) == 100
+        capped = await client.invoke(many("CapsBytes", 0), timeout_s=10)
+        got = split_records(capped.body)
+        assert len(capped.body) <= MAX_PULL_BYTES            # the segments the records are in do not matter
+        assert len(got) == MAX_PULL_BYTES // (big + 200) and [m.body[:1] for m in got] == [bytes([i]) for i in range(len(got))]
+        assert capped.ext_fields["nextBeginOffset"] == str(len(got))
+    # a pull reads one consume-queue file, as RocketMQ's does: room for the whole cap in one
+    asyncio.run(with_broker(tmp_path, scenario, store={"consume_queue_entries": 3 * MAX_PULL_MESSAGES}))

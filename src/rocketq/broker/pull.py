@@ -43,7 +43,10 @@ from rocketq.store.results import GetStatus
 
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 MAX_SUSPEND_S = 30.0
-MAX_PULL_MESSAGES = 1024
+# messages a pull is answered with at most (and MAX_PULL_BYTES of them, the store's byte cap). RocketMQ caps
+# at maxTransferCountOnMessageInMemory (32 by default) and its Java client asks for 1,024 at most; rocketq's
+# own readers ask for more: a pull costs the broker ~90 us besides its records (BENCHMARKS.md, issue 15)
+MAX_PULL_MESSAGES = 4096
 
 _CODES = {GetStatus.FOUND: ResponseCode.SUCCESS, GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
           GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,

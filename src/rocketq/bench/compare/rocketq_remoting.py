@@ -20,8 +20,8 @@ class Rocketq(System):
     durability = {"async": "ASYNC_FLUSH: page cache, flushed every 500 ms",
                   "sync": "SYNC_FLUSH: fdatasync (group commit) before the ack"}
     serves_grpc = False
-    # the backlog reader's pullBatchSize: the most rocketq's broker answers (MAX_PULL_MESSAGES; Apache
-    # RocketMQ's answers 32, its maxTransferCountOnMessageInMemory).  A pull costs each side ~0.1-0.2 ms
+    # the backlog reader's pullBatchSize: the most the Java client asks for (rocketq's broker answers up to
+    # MAX_PULL_MESSAGES, 4,096; Apache RocketMQ's 32, its maxTransferCountOnMessageInMemory).  A pull costs each side ~0.1-0.2 ms
     # besides its records (BENCHMARKS.md, issue 15's backlog profile): at 256 a pull that was ~half the
     # broker's CPU per message at 128 B.
     pull_batch_size = 1024
