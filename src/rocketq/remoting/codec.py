@@ -82,6 +82,12 @@ def _command(t: tuple) -> RemotingCommand:
                            _SERIALIZE[serialize_type])
 
 
+def closed_mid_frame(partial: int, at: int) -> RemoteProtocolError:
+    """The error of a connection that ended *partial* bytes into the frame at stream offset *at*."""
+    return RemoteProtocolError(f"connection closed in the middle of a frame ({partial} bytes buffered)",
+                               f"frame at stream offset {at}")
+
+
 class FrameDecoder:
     """Bytes in (:meth:`receive_data`), commands out (:meth:`next_command`); never does I/O.
 
@@ -138,8 +144,7 @@ class FrameDecoder:
             raise self._error
         available = len(self._buf) - self._pos
         if self._eof and available:
-            self._error = RemoteProtocolError(f"connection closed in the middle of a frame ({available} bytes "
-                                              f"buffered)", f"frame at stream offset {self._base + self._pos}")
+            self._error = closed_mid_frame(available, self._base + self._pos)
             raise self._error
         return None
 

@@ -265,8 +265,12 @@ class RemotingConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
-        self._traffic = True
         self._decoder.receive_data(data)
+        self._frames_arrived()
+
+    def _frames_arrived(self) -> None:
+        """Handle the whole frames the decoder now holds (after a read)."""
+        self._traffic = True
         self._receiving = True               # answers queued meanwhile are flushed below, not by a callback
         try:
             self._process_frames()

@@ -24,7 +24,8 @@ import threading
 from collections import deque
 
 from rocketq import _native
-from rocketq.remoting.codec import DEFAULT_MAX_FRAME_BYTES, MIN_FRAME_LENGTH, _command, decode_header
+from rocketq.remoting.codec import (DEFAULT_MAX_FRAME_BYTES, MIN_FRAME_LENGTH, _command, closed_mid_frame,
+                                   decode_header)
 from rocketq.remoting.codes import SerializeType
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.connection import RemotingConnection
@@ -134,8 +135,7 @@ class FrameReceiver:
         else:
             at, partial = self._base + self._start, self._end - self._start
         if self._eof and partial:
-            self._error = RemoteProtocolError(f"connection closed in the middle of a frame ({partial} bytes "
-                                              f"buffered)", f"frame at stream offset {at}")
+            self._error = closed_mid_frame(partial, at)
             raise self._error
         return None
 
@@ -208,15 +208,8 @@ class BufferedRemotingConnection(RemotingConnection, asyncio.BufferedProtocol):
         return self._decoder.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._traffic = True
         self._decoder.buffer_updated(nbytes)
-        self._receiving = True               # as in data_received: answers queued meanwhile go out below
-        try:
-            self._process_frames()
-        finally:
-            self._receiving = False
-            if self._out:
-                self._flush_out()
+        self._frames_arrived()
 
 
 class BufferedRemotingClient(RemotingClient):
