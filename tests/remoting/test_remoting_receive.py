@@ -116,7 +116,8 @@ def test_a_frame_larger_than_the_stage_below_the_big_body_size_is_read_whole():
     assert error is None and got.remark == cmd.remark and got.body == b"z" * 10
 
 
-def test_buffered_client_reads_large_answers_into_their_own_buffers():
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_buffered_client_reads_large_answers_into_their_own_buffers(loop):
     async def handler(conn, cmd):
         return RemotingCommand.create_response(cmd, ResponseCode.SUCCESS, ext_fields=cmd.ext_fields, body=cmd.body)
 
@@ -132,12 +133,29 @@ def test_buffered_client_reads_large_answers_into_their_own_buffers():
             assert [type(a.body) for a in answers] == [bytearray, bytes, bytes]
             assert [a.get_int("i") for a in answers] == [0, 1, 2]
 
-    asyncio.run(main())
+    if loop == "uvloop":            # it calls data_received: a Protocol subclass is never buffered there
+        uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed (a declared dependency)")
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
 
 
-def test_receive_data_with_bytes_is_a_usage_error():
-    with pytest.raises(RuntimeError):
-        FrameReceiver().receive_data(b"x")
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(BODY_SIZES, min_size=1, max_size=4), reads=st.lists(st.integers(1, 70_000), min_size=1, max_size=5))
+def test_bytes_a_loop_read_itself_decode_as_reads_into_the_buffers(sizes, reads):
+    """uvloop's way in (``receive_data`` with bytes) and asyncio's (``get_buffer``) give the same commands."""
+    cmds = [command(i, bytes([i % 251]) * n) for i, n in enumerate(sizes)]
+    data = b"".join(encode(c) for c in cmds)
+    receiver, at, i, got = FrameReceiver(), 0, 0, []
+    while at < len(data):
+        n = reads[i % len(reads)]
+        receiver.receive_data(data[at:at + n])
+        at, i = at + n, i + 1
+        while (cmd := receiver.next_command()) is not None:
+            got.append(cmd)
+    receiver.receive_data(b"")
+    assert receiver.next_command() is None
+    assert [(c.opaque, bytes(c.body)) for c in got] == [(c.opaque, c.body) for c in cmds]
 
 
 def test_bodies_given_back_are_reused_resized_and_bounded():

@@ -121,9 +121,19 @@ class FrameReceiver:
         self._split()
 
     def receive_data(self, data: bytes) -> None:
-        if data:
-            raise RuntimeError("FrameReceiver is fed through get_buffer / buffer_updated")
-        self._eof = True
+        """Bytes a loop read itself (``b""``: the end of the stream), copied into the buffers as a read
+        into them would have been.  uvloop feeds a protocol that is also an ``asyncio.Protocol`` (as
+        :class:`BufferedRemotingConnection` is) this way, never through :meth:`get_buffer`."""
+        if not data:
+            self._eof = True
+            return
+        view = memoryview(data)
+        while view:
+            room = self.get_buffer()
+            n = min(len(room), len(view))
+            room[:n] = view[:n]
+            view = view[n:]
+            self.buffer_updated(n)
 
     def next_command(self) -> RemotingCommand | None:
         if self._ready:
@@ -198,7 +208,9 @@ class FrameReceiver:
 
 
 class BufferedRemotingConnection(RemotingConnection, asyncio.BufferedProtocol):
-    """:class:`RemotingConnection` reading through a :class:`FrameReceiver` (see the module notes)."""
+    """:class:`RemotingConnection` reading through a :class:`FrameReceiver` (see the module notes).
+    asyncio's loop reads into :meth:`get_buffer`; uvloop takes any ``asyncio.Protocol`` for a plain
+    one and calls ``data_received``, which the receiver copies in (the same frames, one copy more)."""
 
     def __init__(self, handler, **kwargs) -> None:
         super().__init__(handler, **kwargs)
