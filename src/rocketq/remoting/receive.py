@@ -2,7 +2,7 @@
 
 :class:`~rocketq.remoting.connection.RemotingConnection` takes each read as a new ``bytes``, appends
 it to its decoder's buffer and slices every body out of that: a body is copied twice after the
-kernel's copy.  For a reader of large answers (the Spark topic source pulls ~256 KB a time) those
+kernel's copy.  For a reader of large answers (the Spark topic source pulls up to ~1 MB a time) those
 copies were a third of its receive path.  :class:`BufferedRemotingConnection` is the same connection
 as an :class:`asyncio.BufferedProtocol`: the transport reads into the buffer :class:`FrameReceiver`
 offers, and a frame whose body is ``BIG_BODY_BYTES`` or more gets a ``bytearray`` of its own for the
