@@ -43,6 +43,7 @@ READ_BATCH_MESSAGES = 32
 BODY_BYTES = 128
 BIG_BODY_BYTES = 4096
 SYNC_WRITERS = 64
+SYNC_MESSAGES_EACH = 2048          # messages made per producer before a SYNC_FLUSH row (then reused)
 TOPIC = "BenchTopic"
 TAGS = "TagA"
 DISPATCH_TIMEOUT_S = 300.0
@@ -356,11 +357,12 @@ def big_bodies(root: Path, n: int) -> dict[str, Measurement]:
 
 def sync_flush(root: Path, seconds: float, fsync_seconds: float) -> dict[str, Measurement]:
     """Group commit with 64 concurrent producers (threads, then asyncio) against fdatasync per message."""
+    made = _sync_messages()
     with fresh_store(root, flush_disk_type="SYNC_FLUSH") as store:
-        threads_rate, record_bytes = _sync_threads(store, seconds)
+        threads_rate, record_bytes = _sync_threads(store, seconds, made)
     with fresh_store(root, flush_disk_type="SYNC_FLUSH") as store:
         cpu0 = _thread_cpu_s()
-        asyncio_rate, asyncio_count = _sync_asyncio(store, seconds)
+        asyncio_rate, asyncio_count = _sync_asyncio(store, seconds, made)
         loop_us = _cpu_split(cpu0, _thread_cpu_s())["writer"] / max(1, asyncio_count) * 1e6
     fsync_rate, fsyncs = fsync_per_message_rate(root, record_bytes, fsync_seconds)
     common = {"record_bytes": record_bytes, "fsyncs": fsyncs}
@@ -375,12 +377,16 @@ def _vs_fsync(rate: float, fsync_rate: float, detail: dict, *, note: str = "") -
                        {"msgs_per_s": rate, "fsync_per_message_per_s": fsync_rate, **detail})
 
 
-def _sync_message(writer: int, seq: int) -> Message:
-    return Message(topic="BenchSync", body=b"y" * BODY_BYTES, queue_id=writer % 8, tags=TAGS,
-                   keys=[f"key-{writer}-{seq}"])
+def _sync_messages() -> list[list[Message]]:
+    """Each producer's messages, made before the clock starts as the other rows' are (made inside the
+    loop they cost the loop thread ~1.5 us a message of a producer's work); a producer that sends them
+    all starts over (the store does not change a Message, and a key may repeat in the index)."""
+    body = b"y" * BODY_BYTES
+    return [[Message(topic="BenchSync", body=body, queue_id=w % 8, tags=TAGS, keys=[f"key-{w}-{i}"])
+             for i in range(SYNC_MESSAGES_EACH)] for w in range(SYNC_WRITERS)]
 
 
-def _sync_threads(store: MessageStore, seconds: float) -> tuple[float, int]:
+def _sync_threads(store: MessageStore, seconds: float, made: list[list[Message]]) -> tuple[float, int]:
     """(msgs/s, record bytes) with SYNC_WRITERS threads, each calling put_message one at a time."""
     counts = [0] * SYNC_WRITERS
     sizes: list[int] = []
@@ -391,7 +397,7 @@ def _sync_threads(store: MessageStore, seconds: float) -> tuple[float, int]:
     def writer(w: int) -> None:
         ready.wait()
         while time.perf_counter() < deadline[0]:
-            result = store.put_message(_sync_message(w, counts[w]))
+            result = store.put_message(made[w][counts[w] % SYNC_MESSAGES_EACH])
             if result.status != PutStatus.PUT_OK:
                 failures.append(f"{result.status} {result.error}")
                 return
@@ -413,7 +419,7 @@ def _sync_threads(store: MessageStore, seconds: float) -> tuple[float, int]:
     return sum(counts) / elapsed, sizes[0]
 
 
-def _sync_asyncio(store: MessageStore, seconds: float) -> tuple[float, int]:
+def _sync_asyncio(store: MessageStore, seconds: float, made: list[list[Message]]) -> tuple[float, int]:
     """(msgs/s, messages) with SYNC_WRITERS asyncio tasks on one loop (uvloop when installed), as the
     broker runs."""
     import asyncio
@@ -429,7 +435,7 @@ def _sync_asyncio(store: MessageStore, seconds: float) -> tuple[float, int]:
 
         async def writer(w: int) -> None:
             while time.perf_counter() < deadline:
-                result = await store.put_message_async(_sync_message(w, counts[w]))
+                result = await store.put_message_async(made[w][counts[w] % SYNC_MESSAGES_EACH])
                 if result.status != PutStatus.PUT_OK:
                     raise BenchError(f"SYNC_FLUSH put_message_async: {result.status} {result.error}")
                 counts[w] += 1
