@@ -379,7 +379,7 @@ def _vs_fsync(rate: float, fsync_rate: float, detail: dict, *, note: str = "") -
 
 def _sync_messages() -> list[list[Message]]:
     """Each producer's messages, made before the clock starts as the other rows' are (made inside the
-    loop they cost the loop thread ~1.5 us a message of a producer's work); a producer that sends them
+    loop they cost the loop thread 3-6 us a message of a producer's work); a producer that sends them
     all starts over (the store does not change a Message, and a key may repeat in the index)."""
     body = b"y" * BODY_BYTES
     return [[Message(topic="BenchSync", body=body, queue_id=w % 8, tags=TAGS, keys=[f"key-{w}-{i}"])
