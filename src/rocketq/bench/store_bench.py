@@ -162,6 +162,7 @@ def _notes(sizes: BenchSizes) -> list[str]:
         "microseconds a message of the writer, the dispatch thread and the store's other threads (flush: "
         "the store's msync writeback, when one falls inside the row).",
         f"SYNC_FLUSH: each producer sends its next message only after put_message returned (flushed); "
+        f"{SYNC_MESSAGES_EACH:,} messages a producer made before the clock starts (then reused); "
         f"{sizes.sync_seconds:g} s per producer style, index on. Baseline in the same run: one os.write of a "
         f"record-sized buffer + os.fdatasync per message, appending to a file, for {sizes.fsync_seconds:g} s. "
         f"Beside the asyncio figure, the event loop thread's CPU per message.",
