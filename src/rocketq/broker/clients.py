@@ -14,6 +14,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from rocketq.filter import sub_version
+
 log = logging.getLogger(__name__)
 
 CHANNEL_EXPIRED_S = 120.0
@@ -29,13 +31,6 @@ class ConsumerGroupInfo:
     clients: dict[str, tuple[object, float]] = field(default_factory=dict)   # client id -> (conn, last seen)
 
 
-def _sub_version(sub: dict) -> int:
-    try:
-        return int(sub.get("subVersion") or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
 def _update_subscriptions(table: dict[str, dict], subs) -> None:
     """RocketMQ's ``ConsumerGroupInfo.updateSubscription``: a topic's subscription is replaced only by a
     newer one (a higher ``subVersion``), so of a group's members the one that re-subscribed last
@@ -48,7 +43,7 @@ def _update_subscriptions(table: dict[str, dict], subs) -> None:
         topic = str(sub.get("topic"))
         named.add(topic)
         old = table.get(topic)
-        if old is None or _sub_version(sub) > _sub_version(old):
+        if old is None or sub_version(sub) > sub_version(old):
             table[topic] = sub
     for topic in [t for t in table if t not in named]:
         del table[topic]

@@ -37,7 +37,7 @@ import os
 
 from rocketq.broker import filtered_reads
 from rocketq.common.javahash import tag_hash
-from rocketq.filter import FilterError, Subscription, is_tag_type, subscription
+from rocketq.filter import FilterError, Subscription, is_tag_type, sub_version, subscription
 from rocketq.remoting import RemotingCommand, ResponseCode
 from rocketq.store.results import GetStatus
 
@@ -80,7 +80,7 @@ def resolve_subscription(cmd: RemotingCommand, registered, *, property_filter: b
                     f"{cmd.get_str('consumerGroup')!r} registered none for topic {cmd.get_str('topic')!r}")
         text, kind = cmd.get_str("subscription", "*"), cmd.get_str("expressionType", "TAG")
     else:
-        if int(registered.get("subVersion") or 0) < cmd.get_int("subVersion", 0):
+        if sub_version(registered) < cmd.get_int("subVersion", 0):
             return ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
         text, kind = str(registered.get("subString") or "*"), registered.get("expressionType")
     if not is_tag_type(kind) and not property_filter:      # Java checks this before it parses anything

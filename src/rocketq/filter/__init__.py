@@ -21,7 +21,7 @@ from rocketq.filter.sql_parser import Parser
 from rocketq.filter.sql_values import EvalError
 
 __all__ = ["FilterError", "SQL92", "SqlFilter", "SqlSyntaxError", "Subscription", "TAG", "compile_sql",
-           "subscription"]
+           "sub_version", "subscription"]
 
 TAG, SQL92 = "TAG", "SQL92"
 SUB_ALL = "*"
@@ -97,6 +97,14 @@ class Subscription:
 
     def __repr__(self) -> str:
         return f"Subscription({self.expression_type}, {self.expression!r})"
+
+
+def sub_version(sub: dict) -> int:
+    """A heartbeat's ``SubscriptionData.subVersion`` (0 when absent or not a number)."""
+    try:
+        return int(sub.get("subVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def is_tag_type(expression_type: str | None) -> bool:

@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from rocketq import _native
-from rocketq.filter import SQL92, FilterError, SqlFilter, subscription
+from rocketq.filter import SQL92, FilterError, SqlFilter, sub_version, subscription
 from rocketq.store.bloom import BloomFilter
 from rocketq.store.config_files import read_json, write_json
 from rocketq.store.consume_queue import CQ_DTYPE, CQ_UNIT_SIZE
@@ -139,12 +139,8 @@ class FilterBitMaps:
         """Register the SQL92 subscriptions of a HEART_BEAT body (``HeartbeatData`` JSON)."""
         for c in data.get("consumerDataSet") or ():
             for sub in c.get("subscriptionDataSet") or ():
-                try:
-                    version = int(sub.get("subVersion") or 0)
-                except (TypeError, ValueError):
-                    version = 0
                 self.register(str(c.get("groupName")), str(sub.get("topic")), str(sub.get("subString") or ""),
-                              sub.get("expressionType"), version)
+                              sub.get("expressionType"), sub_version(sub))
 
     def _publish(self) -> None:
         self._snapshot = {t: tuple(fs.values()) for t, fs in self._by_topic.items() if fs}

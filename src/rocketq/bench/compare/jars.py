@@ -46,7 +46,8 @@ def unavailable(project: str) -> str | None:
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
         said = str(e).strip().splitlines() or [type(e).__name__]
         first_error = next((line for line in said if "[ERROR]" in line), "")
-        return f"{said[0]} {first_error}".strip()[:400]
+        return (f"{said[0]} {first_error}".strip()[:400]
+                + f" - the {project} peer runs from jars Maven resolves (Maven Central), so it cannot run here")
     return None
 
 
