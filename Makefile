@@ -15,7 +15,7 @@ ARGS   ?=
 # pytest-xdist workers for `make test` (the suite waits on servers, JVMs and fsyncs much of the time)
 TEST_WORKERS ?= 2
 STAMP  := $(VENV)/.installed-test
-NATIVE := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
+NATIVE := native/Cargo.toml native/Cargo.lock $(shell find native/src -name "*.rs")
 
 .PHONY: run test bench bench-store native clean browser etcd
 

@@ -14,7 +14,7 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 triple=$(rustc -vV | sed -n 's/^host: //p')
 cargo build --release --target "$triple" --bins
 targets=$target
-[ "$target" = all ] && targets="wire_batch segment_scan dispatch_walk index_put frames grpc_frames pull_body json_header"
+[ "$target" = all ] && targets="wire_batch segment_scan dispatch_walk index_put frames grpc_frames pull_body json_header columns_walk send_properties"
 for t in $targets; do
     mkdir -p "corpus/$t"
     "target/$triple/release/$t" "corpus/$t" -max_total_time="$seconds" -max_len=4096 -print_final_stats=1

@@ -38,6 +38,7 @@ use crate::record::{self, Parsed};
 const COMPRESSED: i32 = 0x1;
 
 mod buffer;
+pub mod layout;
 mod pool;
 pub mod walk;
 pub use buffer::ColumnBuffer;

@@ -220,3 +220,82 @@ def test_pull_body_corpus():
             assert v.raw == data[at:at + v.total_size] and len(v.body) < v.total_size, path.name
             at += v.total_size
         assert at == len(data), path.name
+
+
+def test_columns_walk_corpus():
+    """Each input (flags, rows a chunk, bytes) decoded as the target does, through the Spark sources'
+    entry points: as a segment chunk after chunk (`walk_columns`: with or without log offsets, CRCs, a
+    topic filter), and as one pull body and as two (`decode_bodies`). Every batch holds Arrow's layout
+    (string values as binary: the decoder does not check UTF-8), the walk moves forward inside the
+    bytes, and two bodies that decode cleanly give the rows of the one they were cut from."""
+    pa = pytest.importorskip("pyarrow")
+    from rocketq.spark.decode import DecodeError, decode_bodies, walked_batch
+
+    def holds_layout(batch) -> None:
+        batch.validate()
+        for col in batch.columns:
+            if pa.types.is_string(col.type):
+                col = col.view(pa.binary())
+            elif pa.types.is_map(col.type):
+                col = pa.MapArray.from_arrays(col.offsets, col.keys.view(pa.binary()), col.items.view(pa.binary()))
+            col.validate(full=True)
+
+    def bodies_rows(bodies: list[bytes], max_rows: int) -> int | None:
+        try:
+            batches = decode_bodies(bodies, broker="b", max_rows=max_rows)
+        except DecodeError:
+            return None
+        for batch in batches:
+            holds_layout(batch)
+        return sum(b.num_rows for b in batches)
+
+    for path in _inputs("columns_walk"):
+        data = path.read_bytes()
+        if len(data) < 2:
+            continue
+        flags, max_rows, seg = data[0], 1 + data[1] % 8, data[2:]
+        pos = 0
+        while True:
+            cols = _native.walk_columns(seg, 0 if flags & 1 else None, pos, len(seg), len(seg), max_rows,
+                                        check_crc=bool(flags & 4), topics=["T"] if flags & 2 else None)
+            assert cols["rows"] <= max_rows and pos <= cols["end"] <= len(seg), path.name
+            if cols["rows"]:
+                holds_layout(walked_batch(cols, "b"))
+            if not cols["more"]:
+                break
+            assert cols["end"] > pos, path.name
+            pos = cols["end"]
+        cut = len(seg) * (flags >> 4) // 16
+        one, two = bodies_rows([seg], max_rows), bodies_rows([seg[:cut], seg[cut:]], max_rows)
+        assert one is None or two is None or one == two, path.name
+
+
+def test_send_properties_corpus():
+    """Each input (as text, the way a header's properties arrive) staged by the send fast path: refused
+    (None: the general path takes it) or stored as sent, terminated, with CLUSTER appended - and then the
+    reference's split finds the same pairs, none asking for policy, and the UNIQ_KEY answered is theirs."""
+    from rocketq.common.msgid import HostAddress
+    from rocketq.common.properties import decode_properties
+    from rocketq.store.record import StoredMessage
+    host = HostAddress.parse("10.1.2.3:40000")
+    for path in _inputs("send_properties"):
+        try:
+            text = path.read_bytes().decode()
+        except UnicodeDecodeError:
+            continue
+        try:
+            staged = _native.stage_send("T", 0, 0, 0, 1, host.ip, host.port, 0, b"b", text, "C",
+                                        max_body_bytes=1024, store_v6=False)
+        except _native.BatchError:          # a properties string the store refuses (too long): the general path's error
+            continue
+        if staged is None:
+            continue
+        batch, uniq_key, sharding = staged
+        out = bytearray(batch.total_bytes)
+        batch.append_to(out, 0, {}, physical_offset=0, store_timestamp=1, store_ip=host.ip, store_port=1)
+        terminated = text if not text or text.endswith("\x02") else text + "\x02"
+        assert StoredMessage(bytes(out)).properties_string == terminated + "CLUSTER\x01C\x02", path.name
+        pairs = decode_properties(text)
+        assert text.count("\x01") == len(pairs) and not {"DELAY", "TRAN_MSG", "CLUSTER"} & set(pairs), path.name
+        assert not any(name.startswith("TIMER_") for name in pairs), path.name
+        assert (uniq_key, sharding) == (pairs.get("UNIQ_KEY"), "__SHARDINGKEY" in pairs), path.name

@@ -12,7 +12,7 @@ use crate::record;
 use crate::scan::{self, Step};
 
 /// Why [`fill_walk`] returned.
-enum WalkStop {
+pub(super) enum WalkStop {
     /// `max_rows` records were walked, or a column would pass 2 GiB: walk on from `end`.
     More,
     /// `hi` was reached, or the end of the data (zeros, a closing blank record).
@@ -26,7 +26,7 @@ enum WalkStop {
 /// `hi`, in further calls, for the columns' reservation); returns where the walk stopped (the
 /// position of the next record, or of the damage), how many records it walked, and why.
 #[allow(clippy::too_many_arguments)]
-fn fill_walk(
+pub(super) fn fill_walk(
     c: &mut Columns,
     bytes: &[u8],
     base: Option<i64>,
@@ -107,20 +107,7 @@ pub fn walk_columns<'py>(
     // SAFETY: the export is held for the call.
     let build = || {
         let bytes = unsafe { whole.slice() };
-        let mut c = Columns::new(max_rows.min((hi - start.min(hi)) / record::MIN_RECORD + 1));
-        let (end, _, stop) = fill_walk(
-            &mut c,
-            bytes,
-            base_offset,
-            start,
-            hi,
-            limit,
-            max_rows,
-            check_crc,
-            &keep,
-            0,
-        );
-        (c, end, stop)
+        walk_range(bytes, base_offset, start, hi, max_rows, check_crc, &keep)
     };
     let (c, end, stop) = if hi.saturating_sub(start) >= crate::batch::DETACH_FROM_BYTES {
         py.detach(build)
@@ -140,8 +127,35 @@ pub fn walk_columns<'py>(
     Ok(out)
 }
 
+/// [`fill_walk`] of `bytes[start..]` (up to `bytes.len()`) into new columns sized for the range:
+/// the columns, where the walk stopped and why.
+pub(super) fn walk_range(
+    bytes: &[u8],
+    base_offset: Option<i64>,
+    start: usize,
+    hi: usize,
+    max_rows: usize,
+    check_crc: bool,
+    keep: &Keep,
+) -> (Columns, usize, WalkStop) {
+    let mut c = Columns::new(max_rows.min((hi - start.min(hi)) / record::MIN_RECORD + 1));
+    let (end, _, stop) = fill_walk(
+        &mut c,
+        bytes,
+        base_offset,
+        start,
+        hi,
+        bytes.len(),
+        max_rows,
+        check_crc,
+        keep,
+        0,
+    );
+    (c, end, stop)
+}
+
 /// Why [`fill_bodies`] returned.
-enum BodiesStop {
+pub(super) enum BodiesStop {
     /// `max_rows` records were walked, or a column would pass 2 GiB: walk on from `end`.
     More,
     /// Every body was walked to its end.
@@ -153,7 +167,7 @@ enum BodiesStop {
 /// [`fill_walk`] over `bodies` in order from `bodies[body][pos..]`, as over one pull body each
 /// (no log offsets, no CRC), into one set of columns; returns them, where the walk stopped
 /// (body, byte) and why.  A body must hold whole records to its end.
-fn fill_bodies(
+pub(super) fn fill_bodies(
     bodies: &[RawParts],
     mut body: usize,
     mut pos: usize,
