@@ -9,8 +9,9 @@
 //! of 256 records costs one walk and 256 small allocations, not 256 header parses in Python.
 //!
 //! `RecordView` answers every attribute `rocketq.store.record.StoredMessage` (the pure-Python reader,
-//! kept as the reference) answers, with the same values; `to_message` and `to_dict` are that
-//! module's functions.  Unlike the reference it refuses a record whose lengths do not add up when it
+//! kept as the reference) answers, with the same values but one: the `body` of a COMPRESSED record
+//! is inflated, as RocketMQ's clients give it to the application (`stored_body` is as stored);
+//! `to_message` and `to_dict` are that module's functions.  Unlike the reference it refuses a record whose lengths do not add up when it
 //! is made, instead of slicing short later.
 
 use pyo3::exceptions::{PyUnicodeDecodeError, PyValueError};
@@ -19,6 +20,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::record::{be_i32, be_i64, be_u32, parse, Parsed, BORNHOST_V6, CRC_MASK, STOREHOST_V6};
+
+/// `MessageSysFlag.COMPRESSED_FLAG`: the body is deflated (see `RecordView::body`).
+const COMPRESSED: i32 = 0x1;
 
 const BORN_HOST_POS: usize = 48;
 const PROPERTY_TAGS: &str = "TAGS";
@@ -260,8 +264,24 @@ impl RecordView {
         PyBytes::new(py, &data[self.f.pos..self.f.pos + self.f.size])
     }
 
+    /// The body a consumer sees: as stored, or inflated when the record is COMPRESSED
+    /// (`rocketq.common.sysflag.plain_body`: zlib, bounded), as RocketMQ's clients hand it on.
     #[getter]
-    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+    fn body<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let stored = self.stored_body(py);
+        if self.f.sys_flag & COMPRESSED == 0 {
+            return Ok(stored.into_any());
+        }
+        static PLAIN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let plain = PLAIN.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.import("rocketq.common.sysflag")?.getattr("plain_body")?.unbind())
+        })?;
+        plain.bind(py).call1((stored, self.f.sys_flag))
+    }
+
+    /// The body's bytes as stored (compressed when the record is COMPRESSED: see `body`).
+    #[getter]
+    fn stored_body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, self.part(self.buf.bind(py).as_bytes(), self.f.body))
     }
 

@@ -173,8 +173,10 @@ def pulled_messages(body: bytes) -> list[RecordView]:
 
 class RecordView:
     """One record of a pull answer read in place: every attribute of
-    :class:`rocketq.store.record.StoredMessage` (the reference), with the same values.  ``topic`` and
-    ``properties`` are decoded once and kept; ``topic`` may be set (a retry topic shown as the original)."""
+    :class:`rocketq.store.record.StoredMessage` (the reference), with the same values but ``body``: a
+    COMPRESSED record's is inflated (:func:`rocketq.common.sysflag.plain_body`), as RocketMQ's clients
+    hand it to the application; ``stored_body`` is the bytes as stored.  ``topic`` and ``properties``
+    are decoded once and kept; ``topic`` may be set (a retry topic shown as the original)."""
     def __init__(self, buf: bytes, pos: int = 0) -> None: ...
     total_size: int
     magic: int
@@ -192,6 +194,7 @@ class RecordView:
     prepared_transaction_offset: int
     raw: bytes
     body: bytes
+    stored_body: bytes
     topic: str
     properties_string: str
     properties: dict[str, str]

@@ -11,16 +11,29 @@ BORNHOST_V6 = 0x10
 STOREHOST_V6 = 0x20
 
 
-def plain_body(body: bytes, sys_flag: int) -> bytes:
-    """The body a consumer sees: inflated when COMPRESSED is set (zlib, as RocketMQ's clients
-    compress); bytes that are not zlib despite the flag are returned as stored."""
-    if not sys_flag & COMPRESSED:
+# bits 8-10: the codec of a COMPRESSED body (RocketMQ 5's CompressionType; 0 from 4.x clients means zlib)
+COMPRESSION_TYPE_MASK = 0x700
+COMPRESSION_ZLIB_TYPES = (0x000, 0x300)
+# the most a compressed body is inflated to: a producer checks a body against its maxMessageSize (4 MiB by
+# default) before it compresses it, so a bigger one is none a RocketMQ client made (a zlib bomb: 4 MiB of
+# stored body can inflate to 4 GiB)
+MAX_INFLATED_BODY_BYTES = 64 << 20
+
+
+def plain_body(body: bytes, sys_flag: int, limit: int = MAX_INFLATED_BODY_BYTES) -> bytes:
+    """The body a consumer sees: inflated when COMPRESSED is set with the zlib codec (as RocketMQ's
+    clients compress by default), at most *limit* bytes.  Bytes that are not a whole zlib stream despite
+    the flag, a body compressed with LZ4 or ZSTD (a RocketMQ 5 producer's ``compressType``; not read
+    here) and one that would inflate past *limit* are returned as stored."""
+    if not sys_flag & COMPRESSED or sys_flag & COMPRESSION_TYPE_MASK not in COMPRESSION_ZLIB_TYPES:
         return body
     import zlib
+    inflater = zlib.decompressobj()
     try:
-        return zlib.decompress(body)
+        plain = inflater.decompress(body, limit + 1)
     except zlib.error:
         return body
+    return plain if inflater.eof and len(plain) <= limit else body
 
 
 def transaction_type(sys_flag: int) -> int:

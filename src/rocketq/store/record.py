@@ -172,6 +172,10 @@ class StoredMessage:
         end = self._tail
         return self._buf[end - self._h[16]:end]
 
+    # the body as stored, compressed or not: what a re-put copies (the client's ``RecordView.body`` is
+    # a COMPRESSED record's body inflated; the store's reader hands on what it stores)
+    stored_body = body
+
     @property
     def topic(self) -> str:
         if self._topic is None:
@@ -236,11 +240,12 @@ class StoredMessage:
 
 def record_to_message(rec, *, topic: str, properties: dict[str, str], queue_id: int = 0, sys_flag: int | None = None,
                       reconsume_times: int | None = None, delay_level: int = 0):
-    """A new message with *rec*'s body, flag and born info, for a re-put under another topic
-    (delay delivery, retries, transaction commits and checks).  Host flags are re-derived on put.
+    """A new message with *rec*'s body as stored (compressed or not, with its sysflag), flag and born
+    info, for a re-put under another topic (delay delivery, retries, transaction commits and checks).
+    Host flags are re-derived on put.
     *rec* is a :class:`StoredMessage` or a native ``RecordView`` (a pulled record)."""
     from rocketq.common.message import Message
-    return Message(topic=topic, body=rec.body, queue_id=queue_id, properties=properties, flag=rec.flag,
+    return Message(topic=topic, body=rec.stored_body, queue_id=queue_id, properties=properties, flag=rec.flag,
                    sys_flag=(rec.sys_flag if sys_flag is None else sys_flag) & ~(BORNHOST_V6 | STOREHOST_V6),
                    born_timestamp=rec.born_timestamp, born_host=rec.born_host,
                    reconsume_times=rec.reconsume_times if reconsume_times is None else reconsume_times,
