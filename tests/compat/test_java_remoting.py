@@ -16,6 +16,8 @@ import pytest
 import reader
 from checks import assert_received_as_stored, assert_stored_as_sent, body
 
+from rocketq.common.sysflag import COMPRESSED
+
 # the first test of a session may build the clients (a cold Maven / Go cache downloads them): more than
 # pytest's 300 s default; each scenario has its own, tighter timeout
 pytestmark = pytest.mark.timeout(900)
@@ -31,6 +33,8 @@ def test_send_modes_and_concurrent_push(remoting, compat_server):
     assert all(s.get("status", "SEND_OK") == "SEND_OK" for s in sent)
     stored = reader.read_topic(ns, topic)
     assert_stored_as_sent(sent, stored, topic=topic)
+    big = next(m for m in stored if m.keys == ["sync-key-0"])      # over 4 KiB: the client deflated it
+    assert big.sys_flag & COMPRESSED and len(big.stored_body) < len(big.body) > 4096
     batch = sorted((s for s in sent if s["mode"] == "batch"), key=lambda s: int(s["userProps"]["u.seq"]))
     by_key = {" ".join(m.keys): m for m in stored}
     first = by_key[batch[0]["keys"]]

@@ -30,6 +30,16 @@ final class Msgs {
         return out;
     }
 
+    /** {@link #body} repeated past 5,000 bytes: over DefaultMQProducer's compressMsgBodyOverHowmuch (4 KiB). */
+    static byte[] bigBody(String label, int i) {
+        byte[] one = body(label, i);
+        byte[] out = new byte[one.length * (5000 / one.length + 1)];
+        for (int at = 0; at < out.length; at += one.length) {
+            System.arraycopy(one, 0, out, at, one.length);
+        }
+        return out;
+    }
+
     static Map<String, Object> sent(String mode, Message m, SendResult r) {
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("mode", mode);

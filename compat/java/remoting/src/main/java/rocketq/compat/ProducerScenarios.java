@@ -27,8 +27,10 @@ final class ProducerScenarios {
     private ProducerScenarios() {
     }
 
+    /** The first sync message's body passes the 4 KiB from which the producer deflates it (sysFlag COMPRESSED). */
     private static Message message(String topic, String mode, int i) {
-        Message m = new Message(topic, i % 2 == 0 ? "TagA" : "TagB", mode + "-key-" + i, Msgs.body(mode, i));
+        byte[] body = mode.equals("sync") && i == 0 ? Msgs.bigBody(mode, i) : Msgs.body(mode, i);
+        Message m = new Message(topic, i % 2 == 0 ? "TagA" : "TagB", mode + "-key-" + i, body);
         m.putUserProperty("u.mode", mode);
         m.putUserProperty("u.seq", Integer.toString(i));
         return m;
