@@ -265,7 +265,8 @@ impl RecordView {
     }
 
     /// The body a consumer sees: as stored, or inflated when the record is COMPRESSED
-    /// (`rocketq.common.sysflag.plain_body`: zlib, bounded), as RocketMQ's clients hand it on.
+    /// (`rocketq.common.sysflag.plain_body`: zlib, LZ4 or ZSTD as the sysflag says, bounded), as
+    /// RocketMQ's clients hand it on.
     #[getter]
     fn body<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let stored = self.stored_body(py);

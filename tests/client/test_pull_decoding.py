@@ -8,11 +8,16 @@ import time
 import zlib
 from pathlib import Path
 
+import lz4.frame
+import pytest
+import zstandard
+
 sys.path.insert(0, str(Path(__file__).parent))
 from cluster import cluster  # noqa: E402
 
 from rocketq.client import ConsumeFrom, LitePullConsumer, Message, Producer  # noqa: E402
-from rocketq.common.sysflag import COMPRESSED, MAX_INFLATED_BODY_BYTES, plain_body  # noqa: E402
+from rocketq.common.sysflag import (COMPRESSED, COMPRESSION_LZ4, COMPRESSION_ZLIB, COMPRESSION_ZSTD,  # noqa: E402
+                                   MAX_INFLATED_BODY_BYTES, plain_body)
 
 FIELDS = ("total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset", "sys_flag",
           "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
@@ -52,14 +57,17 @@ def test_polled_messages_read_as_the_store_reads_them(tmp_path):
 
 
 def test_a_compressed_body_reaches_the_consumer_inflated(tmp_path):
-    """A body a RocketMQ client deflated (sysFlag COMPRESSED; the 4.x clients leave the codec bits 0, the 5.x
-    ones set ZLIB 0x300) is handed to the application inflated, as the Java consumer hands it on; the stored
-    bytes stay at hand (``stored_body``). A body flagged with a codec not read here (LZ4) or that is no zlib
-    stream despite the flag is handed on as stored."""
+    """A body a RocketMQ client compressed (sysFlag COMPRESSED: zlib with the codec bits 0 from 4.x clients,
+    ZLIB 0x300 from 5.x ones, or the LZ4 / ZSTD frames of a 5.x producer set to them) is handed to the
+    application inflated, as the Java consumer hands it on; the stored bytes stay at hand (``stored_body``).
+    A body flagged with a codec RocketMQ does not have, or that is no stream of its codec, is handed on as
+    stored."""
     plain = b"a body over the 4 KiB a Java producer compresses from; " * 100
-    deflated = zlib.compress(plain, 5)
-    cases = {"v4": (deflated, COMPRESSED, plain), "v5": (deflated, COMPRESSED | 0x300, plain),
-             "lz4": (b"\x04\"M\x18 not zlib", COMPRESSED | 0x100, b"\x04\"M\x18 not zlib"),
+    cases = {"v4": (zlib.compress(plain, 5), COMPRESSED, plain),
+             "zlib": (zlib.compress(plain, 5), COMPRESSED | COMPRESSION_ZLIB, plain),
+             "lz4": (lz4.frame.compress(plain), COMPRESSED | COMPRESSION_LZ4, plain),
+             "zstd": (zstandard.ZstdCompressor(level=3).compress(plain), COMPRESSED | COMPRESSION_ZSTD, plain),
+             "codec-7": (zlib.compress(plain), COMPRESSED | 0x700, zlib.compress(plain)),
              "junk": (b"no zlib stream", COMPRESSED, b"no zlib stream"), "plain": (plain, 0, plain)}
 
     async def main():
@@ -83,12 +91,16 @@ def test_a_compressed_body_reaches_the_consumer_inflated(tmp_path):
     asyncio.run(main())
 
 
-def test_inflation_is_bounded():
-    """A zlib bomb (a small stored body inflating past the bound) is handed on as stored, never inflated
-    whole; a stream cut short too."""
-    bomb = zlib.compress(bytes(1 << 20))
-    assert len(bomb) < 2048
-    assert plain_body(bomb, COMPRESSED, limit=1 << 20) == bytes(1 << 20)
-    assert plain_body(bomb, COMPRESSED, limit=(1 << 20) - 1) == bomb
-    assert plain_body(bomb[:-4], COMPRESSED) == bomb[:-4]
-    assert MAX_INFLATED_BODY_BYTES >= 4 << 20          # a body a producer with default limits deflated
+@pytest.mark.parametrize("codec", [0, COMPRESSION_ZLIB, COMPRESSION_LZ4, COMPRESSION_ZSTD])
+def test_inflation_is_bounded(codec):
+    """A bomb (a small stored body inflating past the bound) is handed on as stored, never inflated whole;
+    a stream cut short too."""
+    deflate = {0: zlib.compress, COMPRESSION_ZLIB: zlib.compress, COMPRESSION_LZ4: lz4.frame.compress,
+               COMPRESSION_ZSTD: zstandard.ZstdCompressor().compress}[codec]
+    flag, plain = COMPRESSED | codec, bytes(1 << 20)
+    bomb = deflate(plain)
+    assert len(bomb) < 8192
+    assert plain_body(bomb, flag, limit=1 << 20) == plain
+    assert plain_body(bomb, flag, limit=(1 << 20) - 1) == bomb
+    assert plain_body(bomb[:-4], flag) == bomb[:-4]
+    assert MAX_INFLATED_BODY_BYTES >= 4 << 20          # a body a producer with default limits compressed

@@ -1,17 +1,19 @@
 """The native Arrow columns of records against :class:`StoredMessage`, field by field.
 
 Records come from the reference encoder: any properties (odd items without a separator, empty
-values, a UNIQ_KEY or none), IPv4/IPv6 hosts, compressed bodies.
+values, a UNIQ_KEY or none), IPv4/IPv6 hosts, bodies compressed with each codec a sysflag names.
 """
 
 from __future__ import annotations
 
 import zlib
 
+import lz4.frame
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+import zstandard
 from reference import Rec, encode_log
 
 pa = pytest.importorskip("pyarrow")
@@ -26,6 +28,12 @@ TEXT = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categori
 LONG_TEXT = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=40,
                     max_size=80)
 
+
+# a body as each codec's producer writes it (by sysflag), and back
+COMPRESS = {0x1: zlib.compress, 0x301: zlib.compress, 0x101: lz4.frame.compress,
+            0x201: zstandard.ZstdCompressor().compress}
+DECOMPRESS = {0x1: zlib.decompress, 0x301: zlib.decompress, 0x101: lz4.frame.decompress,
+              0x201: lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b)}
 
 @st.composite
 def records(draw):
@@ -42,9 +50,9 @@ def records(draw):
             name = {"tags": "TAGS", "keys": "KEYS", "uniq": "UNIQ_KEY", "empty_uniq": "UNIQ_KEY"}[item]
             text += f"{name}\x01{'' if item == 'empty_uniq' else draw(TEXT)}\x02"
     body = draw(st.binary(max_size=60))
-    flag = draw(st.sampled_from([0, 0x1]))
+    flag = draw(st.sampled_from([0, 0x1, 0x301, 0x101, 0x201]))    # plain, zlib (4.x, 5.x), LZ4, ZSTD
     if flag:
-        body = zlib.compress(body)
+        body = COMPRESS[flag](body)
     ip = draw(st.sampled_from([bytes([10, 0, 0, 1]), bytes(15) + b"\x01"]))
     return Rec(draw(st.sampled_from(["T", "Topic_2"])), draw(st.integers(0, 3)), 0, flag, draw(st.integers(1, 1 << 41)),
                ip, 7, draw(st.integers(0, 5)), 0, body, text.encode())
@@ -61,7 +69,7 @@ def test_columns_equal_stored_messages(recs, store_ip):
     for row, pos in zip(got, positions.tolist()):
         m = StoredMessage(log, pos)
         props = decode_properties(m.properties_string)
-        body = zlib.decompress(m.body) if m.sys_flag & 1 else m.body
+        body = DECOMPRESS[m.sys_flag & 0x701](m.body) if m.sys_flag & 1 else m.body
         want = {"topic": m.topic, "broker": "b1", "queue_id": m.queue_id, "queue_offset": m.queue_offset,
                 "keys": props.get("KEYS"), "tags": props.get("TAGS"), "body": body,
                 "properties": list(props.items()), "msg_id": props.get("UNIQ_KEY") or m.msg_id,

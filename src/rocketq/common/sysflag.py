@@ -13,7 +13,7 @@ STOREHOST_V6 = 0x20
 
 # bits 8-10: the codec of a COMPRESSED body (RocketMQ 5's CompressionType; 0 from 4.x clients means zlib)
 COMPRESSION_TYPE_MASK = 0x700
-COMPRESSION_ZLIB_TYPES = (0x000, 0x300)
+COMPRESSION_LZ4, COMPRESSION_ZSTD, COMPRESSION_ZLIB = 0x100, 0x200, 0x300
 # the most a compressed body is inflated to: a producer checks a body against its maxMessageSize (4 MiB by
 # default) before it compresses it, so a bigger one is none a RocketMQ client made (a zlib bomb: 4 MiB of
 # stored body can inflate to 4 GiB)
@@ -21,19 +21,53 @@ MAX_INFLATED_BODY_BYTES = 64 << 20
 
 
 def plain_body(body: bytes, sys_flag: int, limit: int = MAX_INFLATED_BODY_BYTES) -> bytes:
-    """The body a consumer sees: inflated when COMPRESSED is set with the zlib codec (as RocketMQ's
-    clients compress by default), at most *limit* bytes.  Bytes that are not a whole zlib stream despite
-    the flag, a body compressed with LZ4 or ZSTD (a RocketMQ 5 producer's ``compressType``; not read
-    here) and one that would inflate past *limit* are returned as stored."""
-    if not sys_flag & COMPRESSED or sys_flag & COMPRESSION_TYPE_MASK not in COMPRESSION_ZLIB_TYPES:
+    """The body a consumer sees: inflated when COMPRESSED is set, with the codec the sysflag names (zlib
+    when it names none, as RocketMQ 4.x clients send it; LZ4 and ZSTD frames from a 5.x producer set to
+    them), at most *limit* bytes.  Bytes that are not one whole stream of that codec despite the flag, and
+    a body that would inflate past *limit*, are returned as stored."""
+    if not sys_flag & COMPRESSED:
         return body
+    inflate = _INFLATERS.get(sys_flag & COMPRESSION_TYPE_MASK)
+    if inflate is None:
+        return body
+    try:
+        plain = inflate(body, limit + 1)
+    except Exception:         # whatever a codec raises for bytes that are not its stream: hand them on
+        return body
+    return plain if plain is not None and len(plain) <= limit else body
+
+
+def _zlib(body: bytes, most: int) -> bytes | None:
     import zlib
     inflater = zlib.decompressobj()
-    try:
-        plain = inflater.decompress(body, limit + 1)
-    except zlib.error:
-        return body
-    return plain if inflater.eof and len(plain) <= limit else body
+    plain = inflater.decompress(body, most)
+    return plain if inflater.eof or len(plain) == most else None
+
+
+def _lz4(body: bytes, most: int) -> bytes | None:
+    import lz4.frame
+    inflater = lz4.frame.LZ4FrameDecompressor()
+    plain = inflater.decompress(body, max_length=most)
+    return plain if inflater.eof or len(plain) == most else None
+
+
+def _zstd(body: bytes, most: int) -> bytes | None:
+    import io
+
+    import zstandard
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body), read_across_frames=False)
+    chunks, got = [], 0
+    while got < most and (chunk := reader.read(most - got)):
+        chunks.append(chunk)
+        got += len(chunk)
+    plain = b"".join(chunks)
+    if got >= most:
+        return plain                                   # over the limit: the caller hands the body on as stored
+    whole = zstandard.ZstdDecompressor().decompressobj()      # under it (so bounded): whole only if the frame ended
+    return plain if whole.decompress(body) == plain and whole.eof else None
+
+
+_INFLATERS = {0: _zlib, COMPRESSION_ZLIB: _zlib, COMPRESSION_LZ4: _lz4, COMPRESSION_ZSTD: _zstd}
 
 
 def transaction_type(sys_flag: int) -> int:

@@ -14,7 +14,8 @@ and this module wraps them with ``pyarrow.Array.from_buffers`` (no copy: the nat
 themselves to pyarrow).  The store source's topic and store-time filter is applied in the same call,
 so dropped records cost no column work and kept ones are not copied by a filter.  ``msg_id`` is ``UNIQ_KEY`` when the
 producer set one, else the offset message id.  Bodies with the COMPRESSED sysflag are inflated here
-(zlib, as RocketMQ's clients compress), the only per-record Python, and only for those rows.
+(:func:`~rocketq.common.sysflag.plain_body`: zlib, or the LZ4 / ZSTD the sysflag names), the only
+per-record Python, and only for those rows.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from rocketq import _native
-from rocketq.common.sysflag import COMPRESSED, plain_body
+from rocketq.common.sysflag import plain_body
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -151,7 +152,7 @@ def _batch(cols: dict, n: int, broker: str | None, schema: pa.Schema) -> pa.Reco
         topic = _strings(cols, "topic", n, pa.string())
     body = _strings(cols, "body", n, pa.binary())
     if cols["compressed"]:
-        body = _inflate(body, cols["compressed"])
+        body = _inflate(body, cols["compressed"], np.frombuffer(cols["sysflag"], dtype=np.int32))
     columns = {
         "topic": topic,
         "broker": _repeated(None if broker is None else broker.encode(), n),
@@ -182,8 +183,8 @@ def _repeated(value: bytes | None, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.binary()), n).view(pa.string())
 
 
-def _inflate(body: pa.Array, rows: list[int]) -> pa.Array:
+def _inflate(body: pa.Array, rows: list[int], sys_flags: np.ndarray) -> pa.Array:
     values = body.to_pylist()
     for i in rows:
-        values[i] = plain_body(values[i], COMPRESSED)
+        values[i] = plain_body(values[i], int(sys_flags[i]))
     return pa.array(values, type=pa.binary())
