@@ -8,6 +8,7 @@ final class Scenarios {
     static Object run(Args a) throws Exception {
         return switch (a.name) {
             case "send_all_modes" -> ProducerScenarios.sendAllModes(a);
+            case "send_compressed" -> ProducerScenarios.sendCompressed(a);
             case "send_orderly" -> ProducerScenarios.sendOrderly(a);
             case "send_delay" -> ProducerScenarios.sendDelay(a);
             case "transaction" -> ProducerScenarios.transaction(a);
