@@ -275,7 +275,10 @@ impl RecordView {
         }
         static PLAIN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
         let plain = PLAIN.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-            Ok(py.import("rocketq.common.sysflag")?.getattr("plain_body")?.unbind())
+            Ok(py
+                .import("rocketq.common.sysflag")?
+                .getattr("plain_body")?
+                .unbind())
         })?;
         plain.bind(py).call1((stored, self.f.sys_flag))
     }

@@ -22,7 +22,15 @@ fuzz_target!(|data: &[u8]| {
     let topics = (flags & 2 == 2).then(|| vec!["T".to_string()]);
     let mut pos = 0;
     loop {
-        let c = walk_checked(seg, base, pos, seg.len(), max_rows, flags & 4 == 4, topics.clone());
+        let c = walk_checked(
+            seg,
+            base,
+            pos,
+            seg.len(),
+            max_rows,
+            flags & 4 == 4,
+            topics.clone(),
+        );
         holds(&c, max_rows);
         assert!(pos <= c.end.1 && c.end.1 <= seg.len());
         if !c.more {

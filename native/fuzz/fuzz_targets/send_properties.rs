@@ -23,7 +23,9 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(pairs.len(), whole.iter().filter(|&&b| b == b'\x02').count());
     for (i, (name, _)) in pairs.iter().enumerate() {
         assert!(!pairs[..i].iter().any(|(other, _)| other == name));
-        assert!(!matches!(*name, b"DELAY" | b"TRAN_MSG" | b"CLUSTER") && !name.starts_with(b"TIMER_"));
+        assert!(
+            !matches!(*name, b"DELAY" | b"TRAN_MSG" | b"CLUSTER") && !name.starts_with(b"TIMER_")
+        );
     }
     let value_of = |wanted: &[u8]| pairs.iter().find(|(n, _)| *n == wanted).map(|&(_, v)| v);
     assert_eq!(plain.uniq_key, value_of(b"UNIQ_KEY"));
