@@ -1,6 +1,9 @@
 import gc
 import importlib.util
 import os
+import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +15,66 @@ import pytest
 for _key, _value in (("MAPEDFILESIZECOMMITLOG", str(8 << 20)), ("MAXHASHSLOTNUM", "100003"),
                      ("MAXINDEXNUM", "400000"), ("CONSOLEPORT", "0"), ("METRICSPROMEXPORTERPORT", "0")):
     os.environ.setdefault(f"ROCKETQ_{_key}", _value)
+
+
+# Every process the run starts inherits this mark from the run's first process (pytest, or xdist's
+# controller), so that what a test left running can be found when the run ends: a worker that dies (a
+# crash, a signal) takes its fixtures' teardown with it, and its `rocketq serve`, JVMs and etcd members
+# would keep their ports and CPU until someone noticed.
+RUN_MARK = "ROCKETQ_TEST_RUN"
+os.environ.setdefault(RUN_MARK, f"{os.getpid()}-{time.time_ns()}")
+LEFT_RUNNING_GRACE_S = 5.0
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    """In the run's first process, once every test and fixture is done (and, trylast, after xdist shut
+    its workers down): stop the processes that still carry this run's mark and name them."""
+    if hasattr(session.config, "workerinput"):
+        return
+    left = _left_running(f"{RUN_MARK}={os.environ[RUN_MARK]}".encode())
+    if not left:
+        return
+    for pid in left:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + LEFT_RUNNING_GRACE_S
+    while time.monotonic() < deadline and any(_running(pid) for pid in left):
+        time.sleep(0.1)
+    for pid in left:
+        _signal(pid, signal.SIGKILL)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"stopped {len(left)} process(es) the tests left running: "
+                            + "; ".join(f"{pid} {cmd[:100]}" for pid, cmd in left.items()), yellow=True)
+
+
+def _left_running(mark: bytes) -> dict[int, str]:
+    """pid -> command line of the processes but this one with *mark* in their environment."""
+    me, out = os.getpid(), {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            pid = int(proc.name)
+            if pid == me or mark not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            out[pid] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, ValueError, IndexError):           # gone meanwhile, or not ours to read
+            continue
+    return out
+
+
+def _running(pid: int) -> bool:
+    """Not gone, and not a zombie its parent has yet to reap (a stopped child of a leaked process)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 @pytest.fixture(autouse=True)
