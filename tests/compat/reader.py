@@ -61,6 +61,19 @@ def offsets(namesrv: str, topic: str, group: str | None = None) -> dict[int, tup
     return _run(go())
 
 
+def commit_offset(namesrv: str, topic: str, group: str, queue_id: int, offset: int) -> None:
+    """UPDATE_CONSUMER_OFFSET: *group*'s committed offset of one queue of *topic*."""
+    async def go():
+        api = MQClientAPI(timeout_s=CALL_TIMEOUT_S)
+        try:
+            for addr, mq in await _route_queues(api, namesrv, topic):
+                if mq.queue_id == queue_id:
+                    await api.update_offset(addr, group, mq, offset)
+        finally:
+            await api.close()
+    _run(go())
+
+
 def create_topic(broker: str, topic: str, queues: int) -> None:
     """UPDATE_AND_CREATE_TOPIC on the broker (host:port); the broker registers it before answering."""
     from rocketq.remoting import RequestCode, ResponseCode

@@ -195,11 +195,17 @@ def test_lite_pull_subscribe_assign_seek_commit(remoting, compat_server):
     in_queue = sorted((m for m in stored if m.queue_id == queue_id), key=lambda m: m.queue_offset)
     assert len(in_queue) >= 2
     seek_group = f"{line}_seek_cg"
+    # assign() starts a pull at once, which 4.9.8 may let submit what it pulled after seek() took effect
+    # (so poll() returns offsets before the seek too; seen in CI, and the same against Apache RocketMQ).
+    # A new group on a queue that still starts at 0 reads from 0 (the broker answers QUERY_CONSUMER_OFFSET
+    # with 0, as RocketMQ's does), so the group's offset is committed at the queue's end first: that pull
+    # finds nothing, whatever it races with. (So the group's committed offset says nothing of the commit
+    # here afterwards; the subscribe half above checks commitSync.)
+    reader.commit_offset(ns, topic, seek_group, queue_id, in_queue[-1].queue_offset + 1)
     got = runner.run("lite_assign_seek", namesrv=ns, topic=topic, group=seek_group, queueId=queue_id, offset=1,
                      expect=len(in_queue) - 1, timeoutMs=20_000)["received"]
     assert [r["queueOffset"] for r in got] == [m.queue_offset for m in in_queue[1:]]
     assert_received_as_stored(got, in_queue[1:])
-    assert reader.offsets(ns, topic, seek_group)[queue_id][1] == in_queue[-1].queue_offset + 1
 
 
 def test_orderly_send_delay_level_and_transactions(remoting, compat_server):

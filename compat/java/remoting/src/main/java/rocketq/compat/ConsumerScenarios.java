@@ -242,9 +242,11 @@ final class ConsumerScenarios {
     /** assign one queue, seek to `offset`, poll until `expect` messages, commitSync, shutdown. */
     static Object liteAssignSeek(Args a) throws Exception {
         DefaultLitePullConsumer c = Clients.lite(a, a.get("group"));
-        // assign() starts a pull at once; from the first offset that pull races with seek() in the client:
-        // 4.9.8's replacement task can take the seek before the old task submits what it pulled, and poll()
-        // then returns offsets before the seek too (seen in CI). From the last offset it finds nothing.
+        // assign() starts a pull at once, which races with seek() in the client: 4.9.8's replacement task can
+        // take the seek before the old task submits what it pulled, and poll() then returns offsets before the
+        // seek too (seen in CI). The caller commits the group's offset at the queue's end first, so that pull
+        // finds nothing (CONSUME_FROM_LAST_OFFSET alone does not: a new group on a queue still starting at 0
+        // is answered 0, by RocketMQ's broker too).
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
         c.start();
         try {
