@@ -11,8 +11,8 @@
 //! `RecordView` answers every attribute `rocketq.store.record.StoredMessage` (the pure-Python reader,
 //! kept as the reference) answers, with the same values but one: the `body` of a COMPRESSED record
 //! is inflated, as RocketMQ's clients give it to the application (`stored_body` is as stored);
-//! `to_message` and `to_dict` are that module's functions.  Unlike the reference it refuses a record whose lengths do not add up when it
-//! is made, instead of slicing short later.
+//! `to_message` and `to_dict` are that module's functions.  Unlike the reference it refuses a record
+//! whose lengths do not add up when it is made, instead of slicing short later.
 
 use pyo3::exceptions::{PyUnicodeDecodeError, PyValueError};
 use pyo3::prelude::*;
