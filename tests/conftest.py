@@ -23,7 +23,10 @@ for _key, _value in (("MAPEDFILESIZECOMMITLOG", str(8 << 20)), ("MAXHASHSLOTNUM"
 # would keep their ports and CPU until someone noticed.
 RUN_MARK = "ROCKETQ_TEST_RUN"
 os.environ.setdefault(RUN_MARK, f"{os.getpid()}-{time.time_ns()}")
-LEFT_RUNNING_GRACE_S = 5.0
+# how long the marked processes get to end by themselves first (a Spark JVM ends a moment after the
+# xdist worker that drove it), then how long a SIGTERM gets before SIGKILL
+LEFT_RUNNING_EXIT_S = float(os.environ.get("ROCKETQ_TEST_EXIT_GRACE_S", "15"))
+LEFT_RUNNING_TERM_S = 5.0
 
 
 @pytest.hookimpl(trylast=True)
@@ -33,14 +36,12 @@ def pytest_sessionfinish(session):
     if hasattr(session.config, "workerinput"):
         return
     left = _left_running(f"{RUN_MARK}={os.environ[RUN_MARK]}".encode())
+    left = _still_running(left, LEFT_RUNNING_EXIT_S)
     if not left:
         return
     for pid in left:
         _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + LEFT_RUNNING_GRACE_S
-    while time.monotonic() < deadline and any(_running(pid) for pid in left):
-        time.sleep(0.1)
-    for pid in left:
+    for pid in _still_running(left, LEFT_RUNNING_TERM_S):
         _signal(pid, signal.SIGKILL)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
@@ -60,6 +61,15 @@ def _left_running(mark: bytes) -> dict[int, str]:
         except (OSError, ValueError, IndexError):           # gone meanwhile, or not ours to read
             continue
     return out
+
+
+def _still_running(procs: dict[int, str], wait_s: float) -> dict[int, str]:
+    """Those of *procs* still running once they all ended, or after *wait_s*."""
+    deadline = time.monotonic() + wait_s
+    while procs and time.monotonic() < deadline:
+        time.sleep(0.1)
+        procs = {pid: cmd for pid, cmd in procs.items() if _running(pid)}
+    return procs
 
 
 def _running(pid: int) -> bool:

@@ -27,6 +27,7 @@ def test_a_process_left_running_is_stopped_when_the_run_ends(tmp_path):
     (tmp_path / "test_leaky.py").write_text(LEAKY_TEST.format(pid_file=str(pid_file)))
     neighbour = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])   # this run's, not the inner one's
     env = {k: v for k, v in os.environ.items() if k != "ROCKETQ_TEST_RUN"}                # the inner run marks its own
+    env["ROCKETQ_TEST_EXIT_GRACE_S"] = "0.5"                                                # not 15 s: it never ends by itself
     try:
         run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
