@@ -161,13 +161,8 @@ impl RecordView {
 
     fn host<'py>(py: Python<'py>, a: &Addr) -> PyResult<Bound<'py, PyAny>> {
         static HOST: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        let cls = HOST.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-            Ok(py
-                .import("rocketq.common.msgid")?
-                .getattr("HostAddress")?
-                .unbind())
-        })?;
-        cls.bind(py).call1((PyBytes::new(py, a.ip()), a.port))
+        let cls = python_attr(py, &HOST, "rocketq.common.msgid", "HostAddress")?;
+        cls.call1((PyBytes::new(py, a.ip()), a.port))
     }
 
     fn property<'py>(slf: &Bound<'py, Self>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
@@ -176,14 +171,15 @@ impl RecordView {
     }
 }
 
-/// `rocketq.store.record.<name>`, looked up once.
-fn record_function<'py>(
+/// `<module>.<name>`, looked up once (kept in `cell`).
+fn python_attr<'py>(
     py: Python<'py>,
     cell: &'static PyOnceLock<Py<PyAny>>,
+    module: &str,
     name: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
     let f = cell.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-        Ok(py.import("rocketq.store.record")?.getattr(name)?.unbind())
+        Ok(py.import(module)?.getattr(name)?.unbind())
     })?;
     Ok(f.bind(py).clone())
 }
@@ -274,13 +270,8 @@ impl RecordView {
             return Ok(stored.into_any());
         }
         static PLAIN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        let plain = PLAIN.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-            Ok(py
-                .import("rocketq.common.sysflag")?
-                .getattr("plain_body")?
-                .unbind())
-        })?;
-        plain.bind(py).call1((stored, self.f.sys_flag))
+        python_attr(py, &PLAIN, "rocketq.common.sysflag", "plain_body")?
+            .call1((stored, self.f.sys_flag))
     }
 
     /// The body's bytes as stored (compressed when the record is COMPRESSED: see `body`).
@@ -377,13 +368,13 @@ impl RecordView {
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         static F: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        record_function(slf.py(), &F, "record_to_message")?.call((slf,), kwargs)
+        python_attr(slf.py(), &F, "rocketq.store.record", "record_to_message")?.call((slf,), kwargs)
     }
 
     /// `rocketq.store.record.record_to_dict(self)`.
     fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         static F: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        record_function(slf.py(), &F, "record_to_dict")?.call1((slf,))
+        python_attr(slf.py(), &F, "rocketq.store.record", "record_to_dict")?.call1((slf,))
     }
 
     fn __repr__(&mut self, py: Python<'_>) -> PyResult<String> {
