@@ -115,6 +115,18 @@ pub struct Checked {
     pub layout_error: Option<String>,
 }
 
+impl Checked {
+    fn of(c: &Columns, end: (usize, usize), more: bool, damaged: bool) -> Checked {
+        Checked {
+            rows: c.queue_id.len(),
+            end,
+            more,
+            damaged,
+            layout_error: c.layout_error(),
+        }
+    }
+}
+
 /// `walk_columns(bytes, base_offset, start, hi, len(bytes), max_rows, check_crc=, topics=)`,
 /// without Python.
 pub fn walk_checked(
@@ -136,13 +148,11 @@ pub fn walk_checked(
         check_crc,
         &keep,
     );
-    Checked {
-        rows: c.queue_id.len(),
-        end: (0, end),
-        more: matches!(stop, WalkStop::More),
-        damaged: matches!(stop, WalkStop::Error(..)),
-        layout_error: c.layout_error(),
-    }
+    let (more, damaged) = (
+        matches!(stop, WalkStop::More),
+        matches!(stop, WalkStop::Error(..)),
+    );
+    Checked::of(&c, (0, end), more, damaged)
 }
 
 /// `walk_bodies_columns(bodies, start_body, start_pos, max_rows)`, without Python.
@@ -161,11 +171,9 @@ pub fn bodies_checked(
         })
         .collect();
     let (c, body, pos, stop) = fill_bodies(&raws, start_body, start_pos, max_rows);
-    Checked {
-        rows: c.queue_id.len(),
-        end: (body, pos),
-        more: matches!(stop, BodiesStop::More),
-        damaged: matches!(stop, BodiesStop::Error(..)),
-        layout_error: c.layout_error(),
-    }
+    let (more, damaged) = (
+        matches!(stop, BodiesStop::More),
+        matches!(stop, BodiesStop::Error(..)),
+    );
+    Checked::of(&c, (body, pos), more, damaged)
 }

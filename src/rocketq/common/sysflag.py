@@ -1,5 +1,8 @@
 """Message ``sysFlag`` bits (RocketMQ ``MessageSysFlag``) and property names (``MessageConst``)."""
 
+import io
+import zlib
+
 COMPRESSED = 0x1
 MULTI_TAGS = 0x2
 TRANSACTION_NOT_TYPE = 0x0
@@ -37,33 +40,35 @@ def plain_body(body: bytes, sys_flag: int, limit: int = MAX_INFLATED_BODY_BYTES)
     return plain if plain is not None and len(plain) <= limit else body
 
 
+# Each inflater: the body's one stream inflated, or None when it is not one whole stream within *most*
+# bytes (past *most*, the stream's end is never reached).  lz4 and zstandard are imported when first
+# needed: most processes never see such a body.
+
 def _zlib(body: bytes, most: int) -> bytes | None:
-    import zlib
     inflater = zlib.decompressobj()
     plain = inflater.decompress(body, most)
-    return plain if inflater.eof or len(plain) == most else None
+    return plain if inflater.eof else None
 
 
 def _lz4(body: bytes, most: int) -> bytes | None:
     import lz4.frame
     inflater = lz4.frame.LZ4FrameDecompressor()
     plain = inflater.decompress(body, max_length=most)
-    return plain if inflater.eof or len(plain) == most else None
+    return plain if inflater.eof else None
 
 
 def _zstd(body: bytes, most: int) -> bytes | None:
-    import io
-
     import zstandard
     reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body), read_across_frames=False)
     chunks, got = [], 0
     while got < most and (chunk := reader.read(most - got)):
         chunks.append(chunk)
         got += len(chunk)
-    plain = b"".join(chunks)
     if got >= most:
-        return plain                                   # over the limit: the caller hands the body on as stored
-    whole = zstandard.ZstdDecompressor().decompressobj()      # under it (so bounded): whole only if the frame ended
+        return None
+    # the reader ends a cut frame without an error: whether the frame ended takes a second pass, bounded
+    # now that the output is known to be under *most*
+    plain, whole = b"".join(chunks), zstandard.ZstdDecompressor().decompressobj()
     return plain if whole.decompress(body) == plain and whole.eof else None
 
 
