@@ -85,7 +85,7 @@ class _Writers:
 
     def __init__(self, root: Path, geometry):
         from rocketq.store.consume_queue import ConsumeQueue
-        from rocketq.store.dispatcher import ConsumeQueueSink, IndexSink
+        from rocketq.store.dispatch_sinks import ConsumeQueueSink, IndexSink
         from rocketq.store.index_service import IndexService
         self.cq_dir, self.index_dir = root / "consumequeue.rebuild", root / "index.rebuild"
         for d in (self.cq_dir, self.index_dir):

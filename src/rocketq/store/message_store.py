@@ -33,7 +33,8 @@ from rocketq.store.config import SYNC_FLUSH, StoreConfig
 from rocketq.store.config_files import ConfigFileError, read_json, write_json
 from rocketq.store.consume_queue import BLANK_SIZE, ConsumeQueue
 from rocketq.store.consume_queue_ext import open_ext
-from rocketq.store.dispatcher import ConsumeQueueSink, Dispatcher, IndexSink
+from rocketq.store.dispatch_sinks import ConsumeQueueSink, IndexSink
+from rocketq.store.dispatcher import Dispatcher
 from rocketq.store.filter_bitmap import open_filter_bitmaps
 from rocketq.store.flush import CommitService, GroupCommitService, PeriodicFlushService
 from rocketq.store.maintenance import StoreMaintenance
