@@ -14,8 +14,8 @@
 //! * [`RecordBatch::from_messages`] - `rocketq.common.message.Message` objects; plain ones (no user
 //!   properties, no delay level) get their TAGS/KEYS properties built here, the rest go through a
 //!   Python callable (the store's policy: delay levels to the schedule topic and so on) that
-//!   returns a row.
-//! * [`RecordBatch::from_rows`] - rows already prepared by Python.
+//!   returns a row `(topic, queue_id, flag, sys_flag, born_timestamp, born_ip, born_port,
+//!   reconsume_times, prepared_offset, body, properties)`, the properties as UTF-8 `bytes`.
 //!
 //! Bodies and properties stay where they are (inside the Python objects the batch keeps alive) or
 //! in the batch's own arena; the Python objects are immutable `bytes`, so reading them without
@@ -138,19 +138,13 @@ fn topic_text(t: &[u8]) -> String {
     String::from_utf8_lossy(t).into_owned()
 }
 
-/// Names a message in errors: "message 3", or "message" when a batch holds one row.
+/// Names a message in errors: "message 3".
 #[derive(Clone, Copy)]
-pub(crate) enum Which {
-    Index(usize),
-    Single,
-}
+pub(crate) struct Which(pub(crate) usize);
 
 impl std::fmt::Display for Which {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Which::Index(i) => write!(f, "message {i}"),
-            Which::Single => write!(f, "message"),
-        }
+        write!(f, "message {}", self.0)
     }
 }
 
@@ -438,7 +432,7 @@ impl RecordBatch {
         b.keep.push(body.clone().into_any().unbind());
         for (i, m) in msgs.iter().enumerate() {
             b.push(
-                Which::Index(i),
+                Which(i),
                 topic.as_bytes(),
                 queue_id,
                 m.flag as i64,
@@ -456,7 +450,7 @@ impl RecordBatch {
 
     /// `Message` objects.  Each is read here, its properties string built as
     /// `Message.properties_string` builds it; one with a delay level is handed to `general(msg)`
-    /// (the store's policy re-addresses it), which returns a row as `from_rows` takes.
+    /// (the store's policy re-addresses it), which returns a row as the module's docs say.
     #[staticmethod]
     #[pyo3(signature = (msgs, *, max_body_bytes, store_v6, general, check_topic=None))]
     fn from_messages(
@@ -486,7 +480,7 @@ impl RecordBatch {
         let mut raw: Vec<*mut pyo3::ffi::PyObject> = Vec::with_capacity(MESSAGE_FIELDS.len());
         let mut looked_up: Vec<Bound<'_, PyAny>> = Vec::with_capacity(MESSAGE_FIELDS.len());
         for (i, m) in msgs.iter().enumerate() {
-            let which = Which::Index(i);
+            let which = Which(i);
             if !reader.as_ref().is_some_and(|r| r.read(&m, &mut raw)) {
                 looked_up.clear();
                 for name in MESSAGE_FIELDS {
@@ -536,35 +530,6 @@ impl RecordBatch {
             let rec = b.recs.len() - 1;
             b.arena_props.push((rec, start, len));
             b.keep.push(body.into_any().unbind());
-        }
-        b.finish(py, check_topic)
-    }
-
-    /// Rows `(topic, queue_id, flag, sys_flag, born_timestamp, born_ip, born_port, reconsume_times,
-    /// prepared_offset, body, properties)`; the properties as UTF-8 `bytes`.
-    #[staticmethod]
-    #[pyo3(signature = (rows, *, max_body_bytes, store_v6, check_topic=None))]
-    fn from_rows(
-        py: Python<'_>,
-        rows: &Bound<'_, PyList>,
-        max_body_bytes: usize,
-        store_v6: bool,
-        check_topic: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<RecordBatch> {
-        let mut b = Builder::new(
-            Limits {
-                max_body: max_body_bytes,
-                store_v6,
-            },
-            rows.len(),
-        );
-        for (i, row) in rows.iter().enumerate() {
-            let which = if rows.len() == 1 {
-                Which::Single
-            } else {
-                Which::Index(i)
-            };
-            push_row(&mut b, which, row.cast::<PyTuple>()?)?;
         }
         b.finish(py, check_topic)
     }

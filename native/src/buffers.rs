@@ -68,6 +68,7 @@ impl Bytes {
         Self::get(obj, ffi::PyBUF_WRITABLE)
     }
 
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.view.len as usize
     }

@@ -74,6 +74,13 @@ struct Strings {
     slot: Slot,
 }
 
+/// A string column as pyarrow takes it: (validity bitmap or None when no value is null, offsets, data).
+type ArrowStrings<'py> = (
+    Option<Bound<'py, ColumnBuffer>>,
+    Bound<'py, ColumnBuffer>,
+    Bound<'py, ColumnBuffer>,
+);
+
 impl Strings {
     fn new(slot: Slot, capacity: usize) -> Strings {
         let mut s = Strings {
@@ -102,7 +109,7 @@ impl Strings {
                     // the first null: the bitmap so far, every value valid
                     self.validity.clear();
                     self.validity.resize(i / 8, 0xFF);
-                    if i % 8 != 0 {
+                    if !i.is_multiple_of(8) {
                         self.validity.push((1u8 << (i % 8)) - 1);
                     }
                 }
@@ -114,7 +121,7 @@ impl Strings {
     }
     /// Value `i`'s bit (the bitmap covers the values before it).
     fn mark(&mut self, i: usize, valid: bool) {
-        if i % 8 == 0 {
+        if i.is_multiple_of(8) {
             self.validity.push(0);
         }
         if valid {
@@ -128,14 +135,7 @@ impl Strings {
     fn fits(&self, more: usize) -> bool {
         self.data.len() + more <= i32::MAX as usize
     }
-    fn into_py<'py>(
-        self,
-        py: Python<'py>,
-    ) -> PyResult<(
-        Option<Bound<'py, ColumnBuffer>>,
-        Bound<'py, ColumnBuffer>,
-        Bound<'py, ColumnBuffer>,
-    )> {
+    fn into_py<'py>(self, py: Python<'py>) -> PyResult<ArrowStrings<'py>> {
         let slot = self.slot;
         let validity = if self.nulls > 0 {
             Some(column(py, slot, Owned::U8(self.validity))?)

@@ -39,6 +39,9 @@ struct Group {
     phy_end: i64,
 }
 
+/// `(topic, queue id, first queue offset, 20-byte units, commitlog end of the last record)`.
+type QueueRun<'py> = (Bound<'py, PyString>, i32, i64, Bound<'py, PyBytes>, i64);
+
 #[pyclass(frozen, module = "rocketq._native")]
 pub struct DispatchRun {
     /// Segment-relative position the walk reached.
@@ -68,10 +71,7 @@ pub struct DispatchRun {
 impl DispatchRun {
     /// `(topic, queue_id, first queue offset, units, end of the last unit's record)` per run of
     /// consecutive units, in log order within each queue.
-    fn queue_runs<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> Vec<(Bound<'py, PyString>, i32, i64, Bound<'py, PyBytes>, i64)> {
+    fn queue_runs<'py>(&self, py: Python<'py>) -> Vec<QueueRun<'py>> {
         self.groups
             .iter()
             .map(|g| {
@@ -190,7 +190,6 @@ impl DispatchRun {
         };
         let (end, blank, records, base_offset, max_store_timestamp) =
             (int()?, int()?, int()?, int()?, int()?);
-        drop(int);
         let read = |p: &mut usize, n: usize| -> Option<&[u8]> {
             let s = b.get(*p..p.checked_add(n)?)?;
             *p += n;
@@ -220,7 +219,7 @@ impl DispatchRun {
                 int_at(&mut p)?,
             );
             let n = int_at(&mut p)? as usize;
-            if topic < 0 || topic as usize >= topics.len() || n % CQ_UNIT != 0 {
+            if topic < 0 || topic as usize >= topics.len() || !n.is_multiple_of(CQ_UNIT) {
                 return None;
             }
             groups.push(Group {

@@ -198,6 +198,8 @@ impl GrpcServer {
         tls_trust: Option<&[u8]>,
         client_auth: &str,
     ) -> PyResult<GrpcServer> {
+        // written negated so that NaN is refused too
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
         if !(keepalive_s > 0.0) || !(idle_timeout_s >= 0.0) || max_streams == 0 || backlog == 0 {
             return Err(PyValueError::new_err(format!(
                 "keepalive_s {keepalive_s} must be positive, idle_timeout_s {idle_timeout_s} not negative, \

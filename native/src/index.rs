@@ -103,7 +103,7 @@ pub fn put(mm: &mut [u8], slot_count: usize, max_entries: usize, entries: &[Inde
     done
 }
 
-fn checked<'a>(file: &'a Bytes, slot_count: usize, max_entries: usize) -> PyResult<&'a mut [u8]> {
+fn checked(file: &mut Bytes, slot_count: usize, max_entries: usize) -> PyResult<&mut [u8]> {
     let size = HEADER + slot_count * SLOT + max_entries * ENTRY;
     if slot_count == 0 || max_entries < 2 || file.len() != size {
         return Err(PyValueError::new_err(format!(
@@ -126,8 +126,8 @@ pub fn index_put_run(
     run: &DispatchRun,
     start: usize,
 ) -> PyResult<usize> {
-    let buf = Bytes::writable(file)?;
-    let mm = checked(&buf, slot_count, max_entries)?;
+    let mut buf = Bytes::writable(file)?;
+    let mm = checked(&mut buf, slot_count, max_entries)?;
     let entries = run.index.get(start..).unwrap_or(&[]);
     Ok(if entries.len() >= DETACH_FROM_ENTRIES {
         py.detach(|| put(mm, slot_count, max_entries, entries))
@@ -144,8 +144,8 @@ pub fn index_put(
     max_entries: usize,
     entries: Vec<(i32, i64, i64)>,
 ) -> PyResult<usize> {
-    let buf = Bytes::writable(file)?;
-    let mm = checked(&buf, slot_count, max_entries)?;
+    let mut buf = Bytes::writable(file)?;
+    let mm = checked(&mut buf, slot_count, max_entries)?;
     let entries: Vec<IndexEntry> = entries
         .into_iter()
         .map(|(hash, phys, store_ts)| IndexEntry {

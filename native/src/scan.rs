@@ -8,6 +8,7 @@
 //! * a blank record reaching exactly to `limit`: the segment was closed (`blank`);
 //! * anything else: `error = (commitlog offset, reason)`; the caller decides whether that is a
 //!   torn tail or damage.
+//!
 //! With `torn_from`, a record at or after that commitlog offset whose last tail byte (the
 //! properties' last byte, or the topic's when there are none) is zero also stops the walk: such a
 //! record was torn by a crash after its header and body were written.
@@ -84,7 +85,7 @@ pub fn step(
     if torn_from.is_some_and(|t| offset >= t) {
         let tail_zero = match v.props.last() {
             Some(&b) => b == 0,
-            None => v.topic.last().map_or(true, |&b| b == 0),
+            None => v.topic.last().is_none_or(|&b| b == 0),
         };
         if tail_zero || v.topic.is_empty() {
             let reason = "the last byte of its topic/properties tail is zero: never written".into();

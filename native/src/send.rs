@@ -230,7 +230,7 @@ pub fn stage_send<'py>(
     let len = b.arena.len();
     let body: Bound<'py, PyBytes> = as_bytes(body, &mut b.keep)?;
     b.push(
-        Which::Index(0),
+        Which(0),
         topic.as_bytes(),
         queue_id,
         flag,

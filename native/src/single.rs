@@ -248,7 +248,7 @@ impl SinglePut {
         physical_offset: i64,
         store_timestamp: i64,
     ) -> PyResult<Put> {
-        let which = Which::Index(0);
+        let which = Which(0);
         let f = Fields::of(msg)?;
         if int_field(&f.get(py, DELAY_LEVEL), which, "delay_level")? != 0 {
             return Err(PyValueError::new_err(

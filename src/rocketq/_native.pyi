@@ -52,13 +52,8 @@ class RecordBatch:
                       check_topic: Callable[[str], str | None] | None = None) -> "RecordBatch":
         """``Message`` objects.  A plain message (no user properties, no delay level, IPv4 born host) is
         read here and gets ``TAGS\\x01t\\x02KEYS\\x01k1 k2\\x02``; any other is passed to
-        ``general(msg)``, which returns a row as :meth:`from_rows` takes."""
-
-    @staticmethod
-    def from_rows(rows: list[tuple], *, max_body_bytes: int, store_v6: bool,
-                  check_topic: Callable[[str], str | None] | None = None) -> "RecordBatch":
-        """Rows ``(topic, queue_id, flag, sys_flag, born_timestamp, born_ip, born_port, reconsume_times,
-        prepared_offset, body, properties_bytes)``."""
+        ``general(msg)``, which returns a row ``(topic, queue_id, flag, sys_flag, born_timestamp, born_ip,
+        born_port, reconsume_times, prepared_offset, body, properties_bytes)``."""
 
     def __len__(self) -> int: ...
     @property
