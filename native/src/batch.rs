@@ -450,7 +450,7 @@ impl RecordBatch {
 
     /// `Message` objects.  Each is read here, its properties string built as
     /// `Message.properties_string` builds it; one with a delay level is handed to `general(msg)`
-    /// (the store's policy re-addresses it), which returns a row as the module's docs say.
+    /// (the store's policy re-addresses it), which returns a row (its fields in the module's docs).
     #[staticmethod]
     #[pyo3(signature = (msgs, *, max_body_bytes, store_v6, general, check_topic=None))]
     fn from_messages(
