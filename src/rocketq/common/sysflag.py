@@ -1,6 +1,5 @@
 """Message ``sysFlag`` bits (RocketMQ ``MessageSysFlag``) and property names (``MessageConst``)."""
 
-import io
 import zlib
 
 COMPRESSED = 0x1
@@ -59,17 +58,17 @@ def _lz4(body: bytes, most: int) -> bytes | None:
 
 def _zstd(body: bytes, most: int) -> bytes | None:
     import zstandard
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body), read_across_frames=False)
-    chunks, got = [], 0
-    while got < most and (chunk := reader.read(most - got)):
-        chunks.append(chunk)
-        got += len(chunk)
-    if got >= most:
+    # the size a frame declares (RocketMQ's ZstdCompressor writes it) is what it inflates to: past *most*
+    # it is refused unread.  A frame that declares none (-1) is inflated once bounded by max_output_size
+    # (which raises past it), and then once whole, the only way python-zstandard tells where it ended.
+    size = zstandard.frame_content_size(body)
+    if size >= most:
         return None
-    # the reader ends a cut frame without an error: whether the frame ended takes a second pass, bounded
-    # now that the output is known to be under *most*
-    plain, whole = b"".join(chunks), zstandard.ZstdDecompressor().decompressobj()
-    return plain if whole.decompress(body) == plain and whole.eof else None
+    if size < 0:
+        zstandard.ZstdDecompressor().decompress(body, max_output_size=most)
+    inflater = zstandard.ZstdDecompressor().decompressobj()
+    plain = inflater.decompress(body)
+    return plain if inflater.eof and not inflater.unused_data else None
 
 
 _INFLATERS = {0: _zlib, COMPRESSION_ZLIB: _zlib, COMPRESSION_LZ4: _lz4, COMPRESSION_ZSTD: _zstd}
